@@ -1,0 +1,96 @@
+#!/usr/bin/env node
+/**
+ * idem-lab: the command line. Parses arguments and hands off to lab/ (the runner) and
+ * grader/ (the checks). Exit codes: 0 done or all passed, 1 a check failed, 2 usage or setup error.
+ */
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { SetupError } from '../grader/failure.js';
+import { checkCommand } from '../grader/check-command.js';
+import {
+  hintCommand,
+  ledgerCommand,
+  probeCommand,
+  restartCommand,
+  showCommand,
+  startCommand,
+  statusCommand,
+  stepList,
+  stopCommand,
+} from '../lab/commands.js';
+
+function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new InvalidArgumentError('a port is a whole number from 1 to 65535');
+  return n;
+}
+
+const DIR_HELP = 'the workspace folder (default: the current directory)';
+
+const program = new Command('idem-lab')
+  .description('Press twice, charge once: a hands-on lab for idempotent APIs, and its grader.')
+  .version('0.1.0')
+  .exitOverride()
+  .showHelpAfterError('(idem-lab --help lists the commands)');
+
+let exitCode = 0;
+const run = (action: () => Promise<number> | number) => async () => {
+  exitCode = await action();
+};
+
+program
+  .command('start')
+  .description('lay out the workspace (never overwriting your changes) and start the payment server')
+  .option('--dir <dir>', DIR_HELP)
+  .option('--lang <lang>', 'language of the lab sheet: en, ko or zh', 'en')
+  .option('--port <port>', 'port for the server (default 8000)', port)
+  .option('--force', 'reset every lab file to the original, even ones you changed')
+  .action((opts) => run(() => startCommand(opts))());
+
+program.command('stop').description('stop the payment server started here (by its recorded pid)').option('--dir <dir>', DIR_HELP).action((opts) => run(() => stopCommand(opts))());
+program.command('restart').description('stop and start the payment server, e.g. after editing server.py').option('--dir <dir>', DIR_HELP).action((opts) => run(() => restartCommand(opts))());
+program.command('status').description("the server's state and every step's last verdict").option('--dir <dir>', DIR_HELP).action((opts) => run(() => statusCommand(opts))());
+
+program
+  .command('probe')
+  .description('send one POST /pay to the running server and print what came back (like ./probe.sh)')
+  .argument('[key]', 'the Idempotency-Key; leave out to send no header')
+  .argument('[body]', 'the JSON body (default {"user":"u1","amount":1000})')
+  .option('--dir <dir>', DIR_HELP)
+  .option('--port <port>', 'the server port (default: the one idem-lab start recorded)', port)
+  .action((key, body, opts) => run(() => probeCommand(key, body, opts))());
+
+program.command('ledger').description("print every ledger row of the workspace's lab.db (like ./ledger.sh)").option('--dir <dir>', DIR_HELP).action((opts) => run(() => ledgerCommand(opts))());
+program.command('show').description("print a step's section of the lab sheet").argument('<step>', 'step id (03) or slug (nokey)').option('--dir <dir>', DIR_HELP).action((step, opts) => run(() => showCommand(step, opts))());
+program
+  .command('hint')
+  .description("show a step's hints, one more each time")
+  .argument('<step>', 'step id (03) or slug (nokey)')
+  .option('--dir <dir>', DIR_HELP)
+  .option('--reset', 'start again from the first hint')
+  .action((step, opts) => run(() => hintCommand(step, opts))());
+
+program
+  .command('check')
+  .description('grade steps against your files and your server, live (all steps when none is named)')
+  .argument('[steps...]', 'step ids (02) or slugs (replay)')
+  .option('--dir <dir>', DIR_HELP)
+  .action((steps, opts) => run(() => checkCommand(steps, opts))());
+
+try {
+  if (process.argv.length <= 2) {
+    console.log(`The steps:\n${stepList(process.cwd())}\n\nidem-lab start lays out a workspace and starts the server; idem-lab --help lists every command.`);
+  } else {
+    await program.parseAsync(process.argv);
+  }
+} catch (err) {
+  if (err instanceof CommanderError) {
+    exitCode = err.exitCode === 0 ? 0 : 2;
+  } else if (err instanceof SetupError) {
+    console.error(`idem-lab: ${err.message}`);
+    exitCode = 2;
+  } else {
+    console.error(`idem-lab: ${(err as Error).stack ?? err}`);
+    exitCode = 2;
+  }
+}
+process.exitCode = exitCode;

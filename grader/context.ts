@@ -1,0 +1,94 @@
+import crypto from 'node:crypto';
+import path from 'node:path';
+import { readLedger } from './ledger.js';
+import { send, sendSimultaneously, type PayRequest } from './http.js';
+import { startServer, type ServerCommand, type ServerInstance } from './server.js';
+import type { Exchange, LedgerRow } from './types.js';
+
+/**
+ * What a live check works with: server instances on free ports sharing one fresh sqlite
+ * file in a temporary folder (never the learner's lab.db), an HTTP client that keeps
+ * every exchange for the transcript, and the ledger read from that file.
+ */
+export class LiveContext {
+  /** The learner's workspace, the servers' working directory. */
+  readonly workspace: string;
+  /** The sqlite file every instance of this check uses (IDEM_DB). */
+  readonly dbPath: string;
+  /** Every exchange of this check, in order. */
+  readonly exchanges: Exchange[] = [];
+  /** Advice that does not fail the step. */
+  readonly warnings: string[] = [];
+  private readonly servers: ServerInstance[] = [];
+  private readonly command: ServerCommand | undefined;
+  private readonly stepId: string;
+
+  constructor(workspace: string, tmpDir: string, stepId: string, command?: ServerCommand) {
+    this.workspace = workspace;
+    this.dbPath = path.join(tmpDir, 'lab.db');
+    this.stepId = stepId;
+    this.command = command;
+  }
+
+  /**
+   * Starts one more instance of the learner's server on this check's database.
+   * Instances are labelled A, B, C ... in start order.
+   * @throws CheckFailed when it does not start (with its output)
+   */
+  async startServer(): Promise<ServerInstance> {
+    const label = String.fromCharCode(65 + this.servers.length);
+    const instance = await startServer({ workspace: this.workspace, dbPath: this.dbPath, label, command: this.command });
+    this.servers.push(instance);
+    return instance;
+  }
+
+  /** Adds advice that does not fail the step (the Notes interface of steps/types.ts). */
+  warn(message: string): void {
+    this.warnings.push(message);
+  }
+
+  /** Stops one instance (its whole process group) and waits until it is gone. */
+  async stopServer(instance: ServerInstance): Promise<void> {
+    await instance.stop();
+  }
+
+  /** Stops every instance this check started; never throws. */
+  async stopAll(): Promise<void> {
+    await Promise.all(this.servers.map((s) => s.stop()));
+  }
+
+  /** The last output of every instance, labelled, for a failure report. */
+  serverOutput(): string {
+    return this.servers
+      .filter((s) => s.output().trim() !== '')
+      .map((s) => `[server ${s.label}, port ${s.port}]\n${s.output().trimEnd()}`)
+      .join('\n');
+  }
+
+  /** A key no earlier request of this run used: `02-replay-3f9a1c`. */
+  freshKey(name: string): string {
+    return `${this.stepId}-${name}-${crypto.randomBytes(3).toString('hex')}`;
+  }
+
+  /** Sends one POST /pay and records the exchange; never throws (see Exchange.error). */
+  async pay(server: ServerInstance, req: PayRequest): Promise<Exchange> {
+    const exchange = await send(server, 'POST', '/pay', req);
+    this.exchanges.push(exchange);
+    return exchange;
+  }
+
+  /**
+   * Sends all requests at once (connections opened first), request i to servers[i % n],
+   * and records the exchanges in request order.
+   */
+  async paySimultaneously(servers: ServerInstance[], requests: PayRequest[]): Promise<Exchange[]> {
+    const exchanges = await sendSimultaneously(servers, requests);
+    this.exchanges.push(...exchanges);
+    return exchanges;
+  }
+
+  /** Every ledger row in this check's sqlite file, read-only. */
+  ledger(): LedgerRow[] {
+    return readLedger(this.dbPath);
+  }
+}

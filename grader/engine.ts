@@ -1,0 +1,106 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { LiveContext } from './context.js';
+import { CheckFailed } from './failure.js';
+import type { ServerCommand } from './server.js';
+import type { StepResult } from './types.js';
+import type { Step } from '../steps/types.js';
+
+/** What to grade. */
+export interface GradeOptions {
+  /** The learner's workspace (absolute path), holding server.py and the step files. */
+  workspace: string;
+  /** The steps to grade, in order. */
+  steps: readonly Step[];
+  /** How to start the learner's server; `python3 server.py` when absent. */
+  command?: ServerCommand;
+  /** Called with each verdict as soon as it is known (for progress output). */
+  onResult?(result: StepResult): void;
+}
+
+/** How many of a failing check's exchanges to show when the check did not pick them. */
+const DEFAULT_EXCHANGES_SHOWN = 6;
+
+function baseResult(step: Step): StepResult {
+  const result: StepResult = { id: step.id, slug: step.slug, title: step.title, status: 'pass', message: '', details: [], warnings: [], exchanges: [], ms: 0 };
+  if (step.file) result.file = step.file.name;
+  return result;
+}
+
+function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undefined): void {
+  if (err instanceof CheckFailed) {
+    result.status = 'fail';
+    result.message = err.message;
+    result.why = err.why;
+    result.details.push(...(err.evidence.details ?? []));
+    result.exchanges = err.evidence.exchanges ?? ctx?.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN) ?? [];
+    if (err.evidence.ledger) result.ledger = err.evidence.ledger;
+    const output = err.evidence.serverOutput ?? ctx?.serverOutput();
+    if (output) result.serverOutput = output;
+  } else {
+    result.status = 'error';
+    result.message = `The grader could not grade this step: ${(err as Error).message ?? String(err)}`;
+    if (ctx) result.exchanges = ctx.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN);
+  }
+}
+
+async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult> {
+  const started = performance.now();
+  const result = baseResult(step);
+  const said: string[] = [];
+  let ctx: LiveContext | undefined;
+  let tmpDir: string | undefined;
+  let phase: 'live' | 'file' = 'live';
+  try {
+    if (step.live) {
+      tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `idem-lab-${step.id}-`));
+      ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command);
+      said.push(await step.live(ctx));
+      if (!fs.existsSync(ctx.dbPath)) {
+        throw new CheckFailed(
+          `The server never created the database the grader named in IDEM_DB (${ctx.dbPath}).`,
+          'The grader gives every check a fresh database and reads the ledger from it; a server that ignores IDEM_DB writes into the learner\'s lab.db instead.',
+        );
+      }
+      result.exchanges = ctx.exchanges;
+    }
+    if (step.file) {
+      phase = 'file';
+      const file = path.join(options.workspace, step.file.name);
+      if (!fs.existsSync(file)) {
+        throw new CheckFailed(`${step.file.name} is missing: write it in the workspace (${options.workspace}).`, 'This step is graded on what the file shows; `idem-lab show ' + step.id + '` says what to put in it.');
+      }
+      said.push(step.file.check(fs.readFileSync(file, 'utf8'), { warn: (m) => result.warnings.push(m) }));
+    }
+    result.message = said.join(' ');
+  } catch (err) {
+    applyFailure(result, err, phase === 'live' ? ctx : undefined);
+    if (phase === 'file' && said.length > 0) result.details.unshift(`The live check passed: ${said[0]}`);
+  } finally {
+    if (ctx) {
+      await ctx.stopAll();
+      result.warnings.push(...ctx.warnings);
+    }
+    if (tmpDir) fs.rmSync(tmpDir, { recursive: true, force: true });
+  }
+  result.ms = Math.round(performance.now() - started);
+  return result;
+}
+
+/**
+ * Grades the steps one after another, each with its own servers and temporary database,
+ * and returns one verdict per step in order. A step's live check runs before its file
+ * check: the server is fixed first, then its output is pasted into the file.
+ * Never throws for a learner's mistake: a broken server or a missing file is a failed
+ * step. Every server is stopped before return.
+ */
+export async function grade(options: GradeOptions): Promise<StepResult[]> {
+  const results: StepResult[] = [];
+  for (const step of options.steps) {
+    const result = await gradeStep(step, options);
+    results.push(result);
+    options.onResult?.(result);
+  }
+  return results;
+}

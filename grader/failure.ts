@@ -1,0 +1,48 @@
+import type { Exchange, LedgerRow } from './types.js';
+
+/** What a failing check attaches so the learner sees the evidence. */
+export interface Evidence {
+  /** Lines of what was found, shown under the message. */
+  details?: string[];
+  /** The exchanges that show the failure; when absent the step's last exchanges are shown. */
+  exchanges?: Exchange[];
+  /** The ledger rows that show the failure. */
+  ledger?: LedgerRow[];
+  /** The tail of the server's output. */
+  serverOutput?: string;
+}
+
+/**
+ * Thrown by a check when the learner's work does not meet the step.
+ * `message` is one sentence: what was expected; `why` says why it matters.
+ */
+export class CheckFailed extends Error {
+  readonly why: string;
+  readonly evidence: Evidence;
+
+  constructor(expected: string, why: string, evidence: Evidence = {}) {
+    super(expected);
+    this.name = 'CheckFailed';
+    this.why = why;
+    this.evidence = evidence;
+  }
+}
+
+/**
+ * Throws CheckFailed unless `condition` holds.
+ * @throws CheckFailed with the given sentence, reason and evidence
+ */
+export function expect(condition: unknown, expected: string, why: string, evidence: Evidence = {}): asserts condition {
+  if (!condition) throw new CheckFailed(expected, why, evidence);
+}
+
+/**
+ * Thrown when the workspace cannot be graded at all (no server.py, python3 missing):
+ * the CLI exits 2 on it.
+ */
+export class SetupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'SetupError';
+  }
+}

@@ -1,0 +1,164 @@
+import net from 'node:net';
+import { Client } from 'undici';
+import type { Exchange } from './types.js';
+
+/** A request the grader sends. `key` undefined: no Idempotency-Key header; '' : the header sent empty. */
+export interface PayRequest {
+  key?: string;
+  /** The body as an object (sent as JSON) or as raw text (sent as is). */
+  body: unknown;
+}
+
+/** The body most checks send: a valid payment of 1000 for user u1. */
+export const DEFAULT_PAYMENT = { user: 'u1', amount: 1000 } as const;
+
+/** Time limits of one exchange, in ms. */
+export interface Timeouts {
+  /** Opening the TCP connection. */
+  connectMs: number;
+  /** From the request sent to the whole response received. */
+  answerMs: number;
+}
+
+/** Limits for requests to a server under test: generous against a 50 ms charge, bounded all the same. */
+export const CHECK_TIMEOUTS: Timeouts = { connectMs: 2000, answerMs: 8000 };
+
+/** A target: which server instance, on which port of 127.0.0.1. */
+export interface Target {
+  label: string;
+  port: number;
+}
+
+/**
+ * Opens a TCP connection to 127.0.0.1:port.
+ * @throws Error when it is refused or does not open within `timeoutMs` ms
+ */
+export function openConnection(port: number, timeoutMs: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`could not connect to 127.0.0.1:${port} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      resolve(socket);
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      reject(new Error(err.code === 'ECONNREFUSED' ? `connection to 127.0.0.1:${port} refused` : err.message));
+    });
+  });
+}
+
+/** Raised by the guard timer of an exchange that outlived its time limit. */
+class GuardTimeout extends Error {}
+
+function bodyText(body: unknown): string {
+  return typeof body === 'string' ? body : JSON.stringify(body);
+}
+
+/**
+ * Sends one request over an already open socket with undici and records the exchange.
+ * Never throws: a timeout or a broken connection becomes `exchange.error`.
+ */
+async function sendOn(
+  socket: net.Socket,
+  target: Target,
+  method: 'GET' | 'POST',
+  path: string,
+  req: PayRequest | undefined,
+  timeouts: Timeouts,
+): Promise<Exchange> {
+  const requestBody = req ? bodyText(req.body) : '';
+  const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody, ms: 0 };
+  if (req?.key !== undefined) exchange.key = req.key;
+  const headers: Record<string, string> = {};
+  if (method === 'POST') headers['content-type'] = 'application/json';
+  if (req?.key !== undefined) headers['idempotency-key'] = req.key;
+  const client = new Client(`http://127.0.0.1:${target.port}`, {
+    // undici expects the connector to answer asynchronously, as a real connect does.
+    connect: (_options, callback) => process.nextTick(() => callback(null, socket)),
+    headersTimeout: timeouts.answerMs,
+    bodyTimeout: timeouts.answerMs,
+  });
+  const started = performance.now();
+  // A last guard: whatever undici does, the exchange ends within answerMs plus a second.
+  const guard = setTimeout(() => void client.destroy(new GuardTimeout()).catch(() => undefined), timeouts.answerMs + 1000);
+  try {
+    const res = await client.request({ method, path, headers, body: method === 'POST' ? requestBody : undefined });
+    exchange.status = res.statusCode;
+    const replayed = res.headers['idempotency-replayed'];
+    if (replayed !== undefined) exchange.replayed = Array.isArray(replayed) ? replayed.join(', ') : replayed;
+    exchange.responseBody = await res.body.text();
+  } catch (err) {
+    if (err instanceof GuardTimeout) delete exchange.status;
+    const code = (err as { code?: string }).code;
+    exchange.error =
+      code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || err instanceof GuardTimeout
+        ? `no answer within ${timeouts.answerMs} ms`
+        : `the connection failed: ${(err as Error).message}`;
+  } finally {
+    clearTimeout(guard);
+    exchange.ms = Math.round(performance.now() - started);
+    await client.destroy().catch(() => undefined);
+  }
+  return exchange;
+}
+
+/**
+ * Sends one request to a server and returns the exchange; never throws.
+ * A refused or slow connection is reported in `exchange.error`.
+ */
+export async function send(
+  target: Target,
+  method: 'GET' | 'POST',
+  path: string,
+  req?: PayRequest,
+  timeouts: Timeouts = CHECK_TIMEOUTS,
+): Promise<Exchange> {
+  let socket: net.Socket;
+  try {
+    socket = await openConnection(target.port, timeouts.connectMs);
+  } catch (err) {
+    const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody: req ? bodyText(req.body) : '', ms: 0, error: (err as Error).message };
+    if (req?.key !== undefined) exchange.key = req.key;
+    return exchange;
+  }
+  return sendOn(socket, target, method, path, req, timeouts);
+}
+
+/**
+ * Sends POST /pay requests all at once: every connection is opened first, then every
+ * request is written in the same tick, so they reach the server together.
+ * `requests[i]` goes to `targets[i % targets.length]`. Returns the exchanges in request order.
+ */
+export async function sendSimultaneously(
+  targets: Target[],
+  requests: PayRequest[],
+  timeouts: Timeouts = CHECK_TIMEOUTS,
+): Promise<Exchange[]> {
+  const opened = await Promise.allSettled(
+    requests.map((_, i) => openConnection(targets[i % targets.length].port, timeouts.connectMs)),
+  );
+  return Promise.all(
+    requests.map((req, i) => {
+      const target = targets[i % targets.length];
+      const conn = opened[i];
+      if (conn.status === 'fulfilled') return sendOn(conn.value, target, 'POST', '/pay', req, timeouts);
+      const exchange: Exchange = { server: target.label, port: target.port, method: 'POST', path: '/pay', requestBody: bodyText(req.body), ms: 0, error: (conn.reason as Error).message };
+      if (req.key !== undefined) exchange.key = req.key;
+      return Promise.resolve(exchange);
+    }),
+  );
+}
+
+/** The response body parsed as JSON, or undefined when it is not JSON. */
+export function responseJson(exchange: Exchange): unknown {
+  if (exchange.responseBody === undefined) return undefined;
+  try {
+    return JSON.parse(exchange.responseBody);
+  } catch {
+    return undefined;
+  }
+}

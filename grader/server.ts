@@ -1,0 +1,233 @@
+import net from 'node:net';
+import { execa, type ResultPromise } from 'execa';
+import { CheckFailed } from './failure.js';
+import { send } from './http.js';
+
+/** How a server is started: an executable and its arguments, run in the workspace. */
+export interface ServerCommand {
+  file: string;
+  args: string[];
+}
+
+/** The server contract's command: `python3 server.py`. */
+export const DEFAULT_COMMAND: ServerCommand = { file: 'python3', args: ['server.py'] };
+
+/** What one server instance under test needs. */
+export interface StartOptions {
+  /** The folder the server runs in (its working directory). */
+  workspace: string;
+  /** The sqlite file for IDEM_DB, an absolute path. */
+  dbPath: string;
+  /** A label for transcripts: 'A', 'B', ... */
+  label: string;
+  /** The command; DEFAULT_COMMAND when absent. */
+  command?: ServerCommand;
+  /** IDEM_CHARGE_MS, in ms (default 50). */
+  chargeMs?: number;
+  /** How long to wait for GET /health to answer 200, in ms (default 10000). */
+  readyTimeoutMs?: number;
+}
+
+const OUTPUT_TAIL_BYTES = 4096;
+const STOP_GRACE_MS = 1500;
+
+/** Every process group this process started and has not yet seen stopped. */
+const running = new Set<ServerInstance>();
+
+/**
+ * A free TCP port on 127.0.0.1, as the kernel hands it out for port 0.
+ * Another process may take it before the server binds it; startServer retries then.
+ */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.unref();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** One running server under test, in its own process group. */
+export class ServerInstance {
+  readonly label: string;
+  readonly port: number;
+  readonly dbPath: string;
+  readonly pid: number;
+  private tail = '';
+  private exitInfo: { code?: number; signal?: string } | undefined;
+  private readonly exited: Promise<void>;
+
+  constructor(subprocess: ResultPromise, label: string, port: number, dbPath: string) {
+    this.label = label;
+    this.port = port;
+    this.dbPath = dbPath;
+    this.pid = subprocess.pid ?? -1;
+    subprocess.all?.on('data', (chunk: Buffer) => {
+      this.tail = (this.tail + chunk.toString('utf8')).slice(-OUTPUT_TAIL_BYTES);
+    });
+    this.exited = subprocess.then(
+      (result) => {
+        this.exitInfo = { code: result.exitCode, signal: result.signal };
+      },
+      (err: { exitCode?: number; signal?: string }) => {
+        this.exitInfo = { code: err.exitCode, signal: err.signal };
+      },
+    );
+  }
+
+  /** The last 4 KiB of what the server printed (stdout and stderr interleaved). */
+  output(): string {
+    return this.tail;
+  }
+
+  /** Whether the process has exited; `exit` says how. */
+  get hasExited(): boolean {
+    return this.exitInfo !== undefined;
+  }
+
+  /** How the process ended, e.g. "exit code 1" or "signal SIGKILL"; undefined while running. */
+  get exitDescription(): string | undefined {
+    if (!this.exitInfo) return undefined;
+    return this.exitInfo.signal ? `signal ${this.exitInfo.signal}` : `exit code ${this.exitInfo.code}`;
+  }
+
+  /**
+   * Stops the whole process group: SIGTERM, then SIGKILL after 1.5 s. Idempotent; never throws.
+   */
+  async stop(): Promise<void> {
+    killGroup(this.pid, 'SIGTERM');
+    const graceful = await Promise.race([
+      this.exited.then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS).unref()),
+    ]);
+    // The leader may be gone while children it forked live on: the group gets SIGKILL either way.
+    killGroup(this.pid, 'SIGKILL');
+    if (!graceful) await this.exited;
+    running.delete(this);
+  }
+
+  /** Stops the group at once, synchronously: for process exit. */
+  killNow(): void {
+    killGroup(this.pid, 'SIGKILL');
+    running.delete(this);
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  if (pid <= 0) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function addressInUse(output: string): boolean {
+  return /address already in use|EADDRINUSE|Errno 98/i.test(output);
+}
+
+/**
+ * Starts one server on a free port and waits until GET /health answers 200.
+ * The server runs in its own process group with PORT, IDEM_DB and IDEM_CHARGE_MS set.
+ * @throws CheckFailed when it exits during start-up or never answers within readyTimeoutMs;
+ *   the server's output tail is attached and the process group is stopped first
+ */
+export async function startServer(options: StartOptions): Promise<ServerInstance> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const instance = spawnServer(options, port);
+    try {
+      await waitReady(instance, options.readyTimeoutMs ?? 10_000);
+      return instance;
+    } catch (err) {
+      await instance.stop();
+      // Another process took the free port between our probe and the bind: try another one.
+      if (attempt < 3 && addressInUse(instance.output())) continue;
+      throw err;
+    }
+  }
+}
+
+function spawnServer(options: StartOptions, port: number): ServerInstance {
+  const command = options.command ?? DEFAULT_COMMAND;
+  const subprocess = execa(command.file, command.args, {
+    cwd: options.workspace,
+    env: {
+      PORT: String(port),
+      IDEM_DB: options.dbPath,
+      IDEM_CHARGE_MS: String(options.chargeMs ?? 50),
+      PYTHONUNBUFFERED: '1',
+      PYTHONDONTWRITEBYTECODE: '1',
+    },
+    detached: true,
+    stdin: 'ignore',
+    all: true,
+    buffer: false,
+    reject: false,
+  });
+  const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
+  running.add(instance);
+  return instance;
+}
+
+async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  const target = { label: instance.label, port: instance.port };
+  let lastAnswer = 'nothing: the port was never open';
+  while (performance.now() < deadline) {
+    if (instance.hasExited) {
+      throw new CheckFailed(
+        `server.py exited during start-up (${instance.exitDescription}) instead of serving on port ${instance.port}.`,
+        'A server that cannot start cannot be graded; its own output below says why.',
+        { serverOutput: instance.output(), details: [`started as: PORT=${instance.port} IDEM_DB=${instance.dbPath} python3 server.py`] },
+      );
+    }
+    const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
+    if (health.status === 200) return;
+    if (health.status !== undefined) lastAnswer = `status ${health.status}`;
+    else if (!/refused/.test(health.error ?? '')) lastAnswer = health.error ?? lastAnswer;
+    await sleep(25);
+  }
+  throw new CheckFailed(
+    `server.py did not answer GET /health with 200 on 127.0.0.1:${instance.port} within ${timeoutMs / 1000} s (it got ${lastAnswer}).`,
+    'The grader starts the server with PORT set and talks to it on that port only: a server must listen on $PORT on 127.0.0.1.',
+    { serverOutput: instance.output(), details: [`started as: PORT=${instance.port} IDEM_DB=${instance.dbPath} python3 server.py`] },
+  );
+}
+
+/** Stops every server this process started and has not stopped: on exit or on a signal. */
+export function killAllServersNow(): void {
+  for (const instance of [...running]) instance.killNow();
+}
+
+/** How many servers this process started that are still not stopped (for tests). */
+export function runningServerCount(): number {
+  return running.size;
+}
+
+let exitHooksInstalled = false;
+
+/**
+ * Makes sure no server outlives this process: on exit, and on SIGINT/SIGTERM/SIGHUP
+ * (then exits with 128 + signal number). Safe to call more than once.
+ */
+export function installExitHooks(): void {
+  if (exitHooksInstalled) return;
+  exitHooksInstalled = true;
+  process.on('exit', killAllServersNow);
+  const codes: Record<string, number> = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 };
+  for (const signal of Object.keys(codes) as NodeJS.Signals[]) {
+    process.once(signal, () => {
+      killAllServersNow();
+      process.exit(codes[signal]);
+    });
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * The data the grader produces. Checks fill these; reporters only format them.
+ */
+
+/** One ledger row as the server contract defines the `ledger` table. */
+export interface LedgerRow {
+  payment_id: number;
+  /** The Idempotency-Key as the request sent it; null when the request had none. */
+  idempotency_key: string | null;
+  user: string;
+  amount: number;
+  /** ISO-8601 UTC text written by the server. */
+  created_at: string;
+}
+
+/**
+ * One HTTP request the grader sent and what came back, kept for the transcript.
+ * `key` is undefined when no Idempotency-Key header was sent, '' when it was sent empty.
+ */
+export interface Exchange {
+  /** Which server instance answered: 'A', 'B', ... in the order the check started them. */
+  server: string;
+  /** The port of that instance on 127.0.0.1. */
+  port: number;
+  method: 'GET' | 'POST';
+  path: string;
+  key?: string;
+  /** The request body exactly as sent (UTF-8 text), '' for none. */
+  requestBody: string;
+  /** The HTTP status; undefined when no answer came (see `error`). */
+  status?: number;
+  /** The Idempotency-Replayed response header, when the server sent one. */
+  replayed?: string;
+  /** The response body as text. */
+  responseBody?: string;
+  /** Why no answer came: a timeout or a refused connection, in one sentence. */
+  error?: string;
+  /** Wall time of the exchange in ms. */
+  ms: number;
+}
+
+/** pass: the step is done; fail: the learner has work to do; error: the grader itself could not grade. */
+export type Status = 'pass' | 'fail' | 'error';
+
+/** The verdict on one step, everything a reporter needs. */
+export interface StepResult {
+  id: string;
+  slug: string;
+  title: string;
+  status: Status;
+  /** One sentence: what was expected and why it matters (fail/error), or what was shown (pass). */
+  message: string;
+  /** Why the expectation matters, one sentence (fail only). */
+  why?: string;
+  /** Extra lines under the message: what the grader found, in order. */
+  details: string[];
+  /** Advice that does not fail the step (e.g. "mention jitter"). */
+  warnings: string[];
+  /** The learner's file the step reads, relative to the workspace, when it has one. */
+  file?: string;
+  /** The exchanges that matter for the verdict (all of them on a pass, the failing ones on a fail). */
+  exchanges: Exchange[];
+  /** The ledger rows that matter for the verdict, read from the sqlite file. */
+  ledger?: LedgerRow[];
+  /** The tail of a server's own output, when the server misbehaved. */
+  serverOutput?: string;
+  /** Wall time of the step in ms. */
+  ms: number;
+}

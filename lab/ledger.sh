@@ -1,0 +1,20 @@
+#!/bin/sh
+# ./ledger.sh: print every ledger row (payment_id, idempotency_key, user, amount,
+# created_at) from the lab's sqlite file, $IDEM_DB or lab.db. A missing key shows as -.
+exec python3 - "$@" <<'PY'
+import os, sqlite3, sys
+
+path = os.environ.get("IDEM_DB", "lab.db")
+if not os.path.exists(path):
+    print("no ledger yet: %s does not exist (start the server first)" % path)
+    sys.exit(1)
+conn = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=5)
+rows = conn.execute(
+    "SELECT payment_id, idempotency_key, user, amount, created_at FROM ledger ORDER BY payment_id"
+).fetchall()
+table = [("payment_id", "idempotency_key", "user", "amount", "created_at")]
+table += [(str(r[0]), "-" if r[1] is None else r[1], r[2], str(r[3]), r[4]) for r in rows]
+widths = [max(len(row[i]) for row in table) for i in range(5)]
+for row in table:
+    print("  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(row)))
+PY

@@ -1,0 +1,139 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { SetupError } from '../grader/failure.js';
+import { DEFAULT_COMMAND, type ServerCommand } from '../grader/server.js';
+import type { Status } from '../grader/types.js';
+import { LAB_DIR } from './paths.js';
+
+/** Files `idem-lab start` copies into a workspace: [name in lab/, name in the workspace, executable]. */
+export const LAB_FILES: ReadonlyArray<readonly [string, string, boolean]> = [
+  ['server.py', 'server.py', false],
+  ['probe.sh', 'probe.sh', true],
+  ['ledger.sh', 'ledger.sh', true],
+  ['LAB.en.md', 'LAB.md', false],
+];
+
+/** The runner's folder inside a workspace. */
+export const STATE_DIR = '.idem-lab';
+
+/** The last verdict of one step, kept for `idem-lab status`. */
+export interface StepState {
+  status: Status;
+  /** ISO-8601 time of the last check. */
+  checkedAt: string;
+  /** ISO-8601 time of the last check that passed. */
+  passedAt?: string;
+}
+
+/** `.idem-lab/state.json`: the server the runner started, the language, and per-step verdicts. */
+export interface WorkspaceState {
+  /** pid of the detached server, also its process group id. */
+  pid?: number;
+  port?: number;
+  lang?: string;
+  /** sha256 of each file as `start` laid it, to tell a learner's change from the original. */
+  laid?: Record<string, string>;
+  steps?: Record<string, StepState>;
+  /** How many hints of each step were shown, by step id. */
+  hintsShown?: Record<string, number>;
+}
+
+function sha256(file: string): string {
+  return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
+}
+
+/** The state file of a workspace; {} when there is none or it is unreadable. */
+export function readState(workspace: string): WorkspaceState {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(workspace, STATE_DIR, 'state.json'), 'utf8')) as WorkspaceState;
+  } catch {
+    return {};
+  }
+}
+
+/** Writes the state file (creating .idem-lab/), atomically: a crash never leaves half a file. */
+export function writeState(workspace: string, state: WorkspaceState): void {
+  const dir = path.join(workspace, STATE_DIR);
+  fs.mkdirSync(dir, { recursive: true });
+  const tmp = path.join(dir, `state.json.${process.pid}`);
+  fs.writeFileSync(tmp, JSON.stringify(state, null, 2) + '\n');
+  fs.renameSync(tmp, path.join(dir, 'state.json'));
+}
+
+/** Changes the state file by a function of its current content. */
+export function updateState(workspace: string, change: (state: WorkspaceState) => void): WorkspaceState {
+  const state = readState(workspace);
+  change(state);
+  writeState(workspace, state);
+  return state;
+}
+
+/** What `layWorkspace` did with each file. */
+export interface LayReport {
+  written: string[];
+  /** Files the learner changed, left alone (without --force). */
+  kept: string[];
+}
+
+/**
+ * Copies the lab's files into `dir` (created if missing). A file the learner changed
+ * since it was laid, or that was there before, is kept unless `force`; one still as laid
+ * is refreshed.
+ * @throws SetupError when `dir` exists and is not a folder
+ */
+export function layWorkspace(dir: string, force: boolean): LayReport {
+  if (fs.existsSync(dir) && !fs.statSync(dir).isDirectory()) throw new SetupError(`${dir} is not a folder`);
+  fs.mkdirSync(dir, { recursive: true });
+  const state = readState(dir);
+  const laid = { ...(state.laid ?? {}) };
+  const report: LayReport = { written: [], kept: [] };
+  for (const [source, target, executable] of LAB_FILES) {
+    const dest = path.join(dir, target);
+    if (fs.existsSync(dest) && !force && sha256(dest) !== laid[target]) {
+      report.kept.push(target);
+      continue;
+    }
+    fs.copyFileSync(path.join(LAB_DIR, source), dest);
+    if (executable) fs.chmodSync(dest, 0o755);
+    laid[target] = sha256(dest);
+    report.written.push(target);
+  }
+  writeState(dir, { ...readState(dir), laid });
+  return report;
+}
+
+/**
+ * Checks that a folder can be graded: it exists and holds server.py (or names another
+ * server command in idem-lab.json as {"server": ["node", "server.js"]}).
+ * @returns the absolute workspace path and the server command
+ * @throws SetupError saying what is missing
+ */
+export function openWorkspace(dir: string): { workspace: string; command: ServerCommand } {
+  const workspace = path.resolve(dir);
+  if (!fs.existsSync(workspace) || !fs.statSync(workspace).isDirectory()) {
+    throw new SetupError(`no workspace at ${workspace}: the folder does not exist (run idem-lab start there first)`);
+  }
+  const command = configuredCommand(workspace);
+  if (!command && !fs.existsSync(path.join(workspace, 'server.py'))) {
+    throw new SetupError(`no workspace at ${workspace}: there is no server.py (run idem-lab start there, or pass --dir)`);
+  }
+  return { workspace, command: command ?? DEFAULT_COMMAND };
+}
+
+function configuredCommand(workspace: string): ServerCommand | undefined {
+  const file = path.join(workspace, 'idem-lab.json');
+  if (!fs.existsSync(file)) return undefined;
+  let config: { server?: unknown };
+  try {
+    config = JSON.parse(fs.readFileSync(file, 'utf8')) as { server?: unknown };
+  } catch (err) {
+    throw new SetupError(`idem-lab.json is not valid JSON: ${(err as Error).message}`);
+  }
+  if (config.server === undefined) return undefined;
+  if (!Array.isArray(config.server) || config.server.length === 0 || !config.server.every((s) => typeof s === 'string')) {
+    throw new SetupError('idem-lab.json: "server" must be a command as a list of strings, e.g. ["python3", "server.py"]');
+  }
+  const [file0, ...args] = config.server as string[];
+  return { file: file0, args };
+}
