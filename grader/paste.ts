@@ -34,11 +34,16 @@ export interface Paste {
 /** `HTTP 201`, `HTTP/1.1 201 Created`, `< HTTP/1.1 422 Unprocessable Entity`: a reason phrase in Title Case or none, so prose is not read as a status. */
 const STATUS_LINE = /^\s*(?:<\s*)?HTTP(?:\/[\d.]+)?\s+(\d{3})(?:\s+[A-Z][A-Za-z'-]*(?:\s+[A-Z][A-Za-z'-]*){0,3})?\s*$/;
 const REPLAYED_HEADER = /^\s*(?:<\s*)?Idempotency-Replayed:\s*(\S+)/i;
-const KEY_HEADER = /Idempotency-Key:\s*([^\s'"]*)/i;
+/** The key in a request line or header; `(empty)` is how probe output shows an empty key. */
+const KEY_HEADER = /Idempotency-Key:\s*(\(empty\)|[^\s'"{]*)/i;
 const NO_KEY_MARK = /\(no Idempotency-Key\)/i;
 const REQUEST_LINE = /^\s*(?:>\s*)?POST\s+\S*\/pay\b/;
 const PROBE_COMMAND = /(?:probe\.sh|idem-lab\s+probe)(.*)$/;
 const CURL_COMMAND = /\bcurl\b.*\/pay\b/;
+
+function keyText(shown: string): string {
+  return shown === '(empty)' ? '' : shown;
+}
 
 /** Removes a shell prompt like `$ `, `% ` or `user@host:~/lab$ ` before a command. */
 function stripPrompt(line: string): string {
@@ -160,13 +165,13 @@ export function parsePaste(text: string): Paste {
     }
     if (REQUEST_LINE.test(line) || CURL_COMMAND.test(line)) {
       const header = KEY_HEADER.exec(line);
-      pendingKey = header ? header[1] : NO_KEY_MARK.test(line) || CURL_COMMAND.test(line) ? null : undefined;
+      pendingKey = header ? keyText(header[1]) : NO_KEY_MARK.test(line) || CURL_COMMAND.test(line) ? null : undefined;
       current = undefined;
       i++;
       continue;
     }
     if (/^\s*>\s*Idempotency-Key:/i.test(line)) {
-      pendingKey = KEY_HEADER.exec(line)?.[1] ?? '';
+      pendingKey = keyText(KEY_HEADER.exec(line)?.[1] ?? '');
       i++;
       continue;
     }

@@ -13,9 +13,9 @@ function shorten(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
 }
 
-/** `POST /pay  Idempotency-Key: k1  {"user":"u1","amount":1000}`, or `(no Idempotency-Key)`. */
+/** `POST /pay  Idempotency-Key: k1  {"user":"u1","amount":1000}`; `(no Idempotency-Key)` or `Idempotency-Key: (empty)`. */
 export function formatRequestLine(exchange: Exchange): string {
-  const key = exchange.key === undefined ? '(no Idempotency-Key)' : `Idempotency-Key: ${exchange.key}`;
+  const key = exchange.key === undefined ? '(no Idempotency-Key)' : `Idempotency-Key: ${exchange.key === '' ? '(empty)' : exchange.key}`;
   const parts = [`${exchange.method} ${exchange.path}`];
   if (exchange.method === 'POST') parts.push(key, exchange.requestBody);
   return parts.join('  ');

@@ -22,7 +22,8 @@ if not port:
 headers = {"Content-Type": "application/json"}
 if key is not None:
     headers["Idempotency-Key"] = key
-print("POST /pay  %s  %s" % ("(no Idempotency-Key)" if key is None else "Idempotency-Key: " + key, body))
+shown = "(no Idempotency-Key)" if key is None else "Idempotency-Key: " + (key if key else "(empty)")
+print("POST /pay  %s  %s" % (shown, body))
 try:
     conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=10)
     conn.request("POST", "/pay", body=body.encode("utf-8"), headers=headers)

@@ -1,0 +1,67 @@
+/**
+ * What the tests share: temporary workspaces built from fixtures, the CLI run as a real
+ * process, and a guard that no payment server outlives a test.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execa } from 'execa';
+import { buildWorkspace } from '../fixtures/build.js';
+import { PACKAGE_ROOT } from '../lab/paths.js';
+
+/** The compiled CLI entry. */
+export const CLI = path.join(PACKAGE_ROOT, 'dist', 'bin', 'idem-lab.js');
+
+/** A new empty temporary folder; removed by the returned function. */
+export function tempDir(prefix = 'idem-lab-test-'): { dir: string; remove: () => void } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A temporary workspace holding `solution`'s server.py and the given (default: reference) learner files. */
+export function fixtureWorkspace(solution: string, files?: Record<string, string>): { dir: string; remove: () => void } {
+  const tmp = tempDir(`idem-lab-${solution}-`);
+  buildWorkspace(tmp.dir, solution, files);
+  return tmp;
+}
+
+/** The result of one CLI run. */
+export interface CliRun {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `idem-lab ARGS` as a real process with NO_COLOR set and no terminal, killed
+ * after `timeoutMs` (default 60 s) so a hang fails the test instead of stalling it.
+ */
+export async function runCli(args: string[], options: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<CliRun> {
+  const result = await execa('node', [CLI, ...args], {
+    cwd: options.cwd ?? PACKAGE_ROOT,
+    env: { NO_COLOR: '1', ...options.env },
+    reject: false,
+    timeout: options.timeoutMs ?? 60_000,
+    stdin: 'ignore',
+  });
+  return { exitCode: result.exitCode ?? -1, stdout: String(result.stdout), stderr: String(result.stderr) };
+}
+
+/**
+ * The pids of python processes running a server.py whose working directory is under
+ * `root`: what a test must not leave behind. Read from /proc, never by killing by name.
+ */
+export function serversUnder(root: string): number[] {
+  const pids: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (!cmdline.includes('server.py')) continue;
+      if (fs.readlinkSync(`/proc/${entry}/cwd`).startsWith(root)) pids.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return pids;
+}
