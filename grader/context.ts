@@ -1,5 +1,7 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
+import { CheckFailed } from './failure.js';
 import { readLedger } from './ledger.js';
 import { send, sendSimultaneously, type PayRequest } from './http.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
@@ -87,8 +89,18 @@ export class LiveContext {
     return exchanges;
   }
 
-  /** Every ledger row in this check's sqlite file, read-only. */
+  /**
+   * Every ledger row in this check's sqlite file, read-only.
+   * @throws CheckFailed when the servers never created that file: they ignore IDEM_DB
+   */
   ledger(): LedgerRow[] {
+    if (!fs.existsSync(this.dbPath)) {
+      throw new CheckFailed(
+        `The server never created the database the grader named in IDEM_DB (${this.dbPath}).`,
+        "The grader gives every check a fresh database and reads the ledger from it; a server that ignores IDEM_DB writes into the learner's lab.db instead.",
+        { exchanges: this.exchanges.slice(-4) },
+      );
+    }
     return readLedger(this.dbPath);
   }
 }
