@@ -22,6 +22,8 @@ export class LiveContext {
   /** Advice that does not fail the step. */
   readonly warnings: string[] = [];
   private readonly servers: ServerInstance[] = [];
+  /** Labels handed out so far; counted at the call, so instances started together get distinct ones. */
+  private labelsGiven = 0;
   private readonly command: ServerCommand | undefined;
   private readonly stepId: string;
 
@@ -38,7 +40,7 @@ export class LiveContext {
    * @throws CheckFailed when it does not start (with its output)
    */
   async startServer(): Promise<ServerInstance> {
-    const label = String.fromCharCode(65 + this.servers.length);
+    const label = String.fromCharCode(65 + this.labelsGiven++);
     const instance = await startServer({ workspace: this.workspace, dbPath: this.dbPath, label, command: this.command });
     this.servers.push(instance);
     return instance;

@@ -15,7 +15,9 @@ export interface GradeOptions {
   steps: readonly Step[];
   /** How to start the learner's server; `python3 server.py` when absent. */
   command?: ServerCommand;
-  /** Called with each verdict as soon as it is known (for progress output). */
+  /** How many steps to grade at once (default DEFAULT_STEP_CONCURRENCY); 1 grades one after another. */
+  concurrency?: number;
+  /** Called with each verdict, in step order, as soon as it and those before it are known. */
   onResult?(result: StepResult): void;
 }
 
@@ -82,19 +84,38 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
   return result;
 }
 
+/** How many steps are graded at once by default: live checks wait mostly on the network and on Python starting. */
+export const DEFAULT_STEP_CONCURRENCY = 3;
+
 /**
- * Grades the steps one after another, each with its own servers and temporary database,
- * and returns one verdict per step in order. A step's live check runs before its file
+ * Grades the steps, up to `concurrency` at a time (default 3), each with its own servers,
+ * ports and temporary database, and returns one verdict per step in the order given;
+ * `onResult` is called in that order too. A step's live check runs before its file
  * check: the server is fixed first, then its output is pasted into the file.
  * Never throws for a learner's mistake: a broken server or a missing file is a failed
  * step. Every server is stopped before return.
  */
 export async function grade(options: GradeOptions): Promise<StepResult[]> {
+  const concurrency = Math.max(1, options.concurrency ?? DEFAULT_STEP_CONCURRENCY);
+  const pending = options.steps.map(() => {
+    let resolve!: (result: StepResult) => void;
+    const promise = new Promise<StepResult>((r) => (resolve = r));
+    return { promise, resolve };
+  });
+  let next = 0;
+  const worker = async () => {
+    while (next < options.steps.length) {
+      const i = next++;
+      pending[i].resolve(await gradeStep(options.steps[i], options));
+    }
+  };
+  const workers = Array.from({ length: Math.min(concurrency, options.steps.length) }, worker);
   const results: StepResult[] = [];
-  for (const step of options.steps) {
-    const result = await gradeStep(step, options);
+  for (const { promise } of pending) {
+    const result = await promise;
     results.push(result);
     options.onResult?.(result);
   }
+  await Promise.all(workers);
   return results;
 }
