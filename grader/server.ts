@@ -23,6 +23,8 @@ export interface StartOptions {
   label: string;
   /** The command; DEFAULT_COMMAND when absent. */
   command?: ServerCommand;
+  /** IDEM_PROVIDER_LOG: where charge() writes the payment provider's statement, if the server keeps one. */
+  providerLog?: string;
   /** IDEM_CHARGE_MS, in ms (default 50). */
   chargeMs?: number;
   /** How long to wait for GET /health to answer 200, in ms (default: limits().startMs). */
@@ -59,6 +61,9 @@ export class ServerInstance {
   readonly dbPath: string;
   readonly pid: number;
   private tail = '';
+  private readonly streams: Array<{ destroy(): void } | null | undefined>;
+  /** True when stopping it left a process behind that had escaped its process group. */
+  escaped = false;
   private exitInfo: { code?: number; signal?: string } | undefined;
   private readonly exited: Promise<void>;
 
@@ -67,6 +72,7 @@ export class ServerInstance {
     this.port = port;
     this.dbPath = dbPath;
     this.pid = subprocess.pid ?? -1;
+    this.streams = [subprocess.stdout, subprocess.stderr, subprocess.all];
     subprocess.all?.on('data', (chunk: Buffer) => {
       this.tail = (this.tail + chunk.toString('utf8')).slice(-OUTPUT_TAIL_BYTES);
     });
@@ -97,7 +103,9 @@ export class ServerInstance {
   }
 
   /**
-   * Stops the whole process group: SIGTERM, then SIGKILL after 1.5 s. Idempotent; never throws.
+   * Stops the whole process group: SIGTERM, then SIGKILL after 1.5 s; returns at most 1.5 s
+   * later even if a process that left the group still holds its output (see `escaped`).
+   * Idempotent; never throws.
    */
   async stop(): Promise<void> {
     killGroup(this.pid, 'SIGTERM');
@@ -107,7 +115,18 @@ export class ServerInstance {
     ]);
     // The leader may be gone while children it forked live on: the group gets SIGKILL either way.
     killGroup(this.pid, 'SIGKILL');
-    if (!graceful) await this.exited;
+    if (!graceful) {
+      // A process that left the group (setsid) can hold the output pipe open for ever:
+      // wait a while, then stop reading it rather than hang.
+      const ended = await Promise.race([
+        this.exited.then(() => true),
+        new Promise<boolean>((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS).unref()),
+      ]);
+      if (!ended) {
+        this.escaped = true;
+        this.streams.forEach((stream) => stream?.destroy());
+      }
+    }
     running.delete(this);
   }
 
@@ -165,6 +184,7 @@ function spawnServer(options: StartOptions, port: number): ServerInstance {
       PORT: String(port),
       IDEM_DB: options.dbPath,
       IDEM_CHARGE_MS: String(options.chargeMs ?? 50),
+      ...(options.providerLog ? { IDEM_PROVIDER_LOG: options.providerLog } : {}),
       PYTHONUNBUFFERED: '1',
       PYTHONDONTWRITEBYTECODE: '1',
     },
