@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LiveContext } from './context.js';
+import { atExit } from './cleanup.js';
 import { CheckFailed } from './failure.js';
 import type { ServerCommand } from './server.js';
 import type { Exchange, StepResult } from './types.js';
@@ -69,9 +70,12 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
   let ctx: LiveContext | undefined;
   let tmpDir: string | undefined;
   let phase: 'live' | 'file' = 'live';
+  let forgetTmpDir: (() => void) | undefined;
   try {
     if (step.live) {
       tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `idem-lab-${step.id}-`));
+      const dir = tmpDir;
+      forgetTmpDir = atExit(() => fs.rmSync(dir, { recursive: true, force: true }));
       ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command);
       said.push(await step.live(ctx));
       result.exchanges = ctx.exchanges;
@@ -82,7 +86,13 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       if (!fs.existsSync(file)) {
         throw new CheckFailed(`${step.file.name} is missing: write it in the workspace (${options.workspace}).`, 'This step is graded on what the file shows; `idem-lab show ' + step.id + '` says what to put in it.');
       }
-      said.push(step.file.check(fs.readFileSync(file, 'utf8'), { warn: (m) => result.warnings.push(m) }));
+      let text: string;
+      try {
+        text = fs.readFileSync(file, 'utf8');
+      } catch (err) {
+        throw new CheckFailed(`${step.file.name} cannot be read: ${(err as Error).message}.`, 'This step is graded on what the file shows: it must be a text file.');
+      }
+      said.push(step.file.check(text, { warn: (m) => result.warnings.push(m) }));
     }
     result.message = said.join(' ');
   } catch (err) {
@@ -94,6 +104,7 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       result.warnings.push(...ctx.warnings);
     }
     if (tmpDir) fs.rmSync(tmpDir, { recursive: true, force: true });
+    forgetTmpDir?.();
   }
   result.ms = Math.round(performance.now() - started);
   return result;

@@ -1,8 +1,10 @@
+import fs from 'node:fs';
 import net from 'node:net';
 import { execa, type ResultPromise } from 'execa';
 import { CheckFailed } from './failure.js';
 import { send } from './http.js';
 import { limits } from './limits.js';
+import { atExit } from './cleanup.js';
 
 /** How a server is started: an executable and its arguments, run in the workspace. */
 export interface ServerCommand {
@@ -36,6 +38,7 @@ const STOP_GRACE_MS = 1500;
 
 /** Every process group this process started and has not yet seen stopped. */
 const running = new Set<ServerInstance>();
+atExit(() => killAllServersNow());
 
 /**
  * A free TCP port on 127.0.0.1, as the kernel hands it out for port 0.
@@ -62,7 +65,7 @@ export class ServerInstance {
   readonly pid: number;
   private tail = '';
   private readonly streams: Array<{ destroy(): void } | null | undefined>;
-  /** True when stopping it left a process behind that had escaped its process group. */
+  /** True when a process had escaped the group (setsid) and had to be found and killed by pid. */
   escaped = false;
   private exitInfo: { code?: number; signal?: string } | undefined;
   private readonly exited: Promise<void>;
@@ -123,7 +126,7 @@ export class ServerInstance {
         new Promise<boolean>((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS).unref()),
       ]);
       if (!ended) {
-        this.escaped = true;
+        this.escaped = killEscapees(this.port, this.dbPath) > 0;
         this.streams.forEach((stream) => stream?.destroy());
       }
     }
@@ -144,6 +147,34 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   } catch {
     // ESRCH: the group is already gone.
   }
+}
+
+/**
+ * Kills, by pid, every process that carries this instance's environment (PORT and
+ * IDEM_DB as the grader set them) but left its process group, e.g. a daemon that called
+ * setsid. Only processes this grader started can carry both values. Linux only (/proc);
+ * elsewhere it finds nothing. Returns how many it killed.
+ */
+function killEscapees(port: number, dbPath: string): number {
+  let killed = 0;
+  let entries: string[] = [];
+  try {
+    entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    return 0;
+  }
+  for (const entry of entries) {
+    try {
+      const env = fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0');
+      if (env.includes(`PORT=${port}`) && env.includes(`IDEM_DB=${dbPath}`)) {
+        process.kill(Number(entry), 'SIGKILL');
+        killed++;
+      }
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return killed;
 }
 
 function sleep(ms: number): Promise<void> {
@@ -232,23 +263,4 @@ export function killAllServersNow(): void {
 /** How many servers this process started that are still not stopped (for tests). */
 export function runningServerCount(): number {
   return running.size;
-}
-
-let exitHooksInstalled = false;
-
-/**
- * Makes sure no server outlives this process: on exit, and on SIGINT/SIGTERM/SIGHUP
- * (then exits with 128 + signal number). Safe to call more than once.
- */
-export function installExitHooks(): void {
-  if (exitHooksInstalled) return;
-  exitHooksInstalled = true;
-  process.on('exit', killAllServersNow);
-  const codes: Record<string, number> = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 };
-  for (const signal of Object.keys(codes) as NodeJS.Signals[]) {
-    process.once(signal, () => {
-      killAllServersNow();
-      process.exit(codes[signal]);
-    });
-  }
 }

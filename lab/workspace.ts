@@ -117,9 +117,10 @@ export function layWorkspace(dir: string, force: boolean): LayReport {
  */
 export function openWorkspace(dir: string): { workspace: string; command: ServerCommand } {
   const workspace = path.resolve(dir);
-  if (!fs.existsSync(workspace) || !fs.statSync(workspace).isDirectory()) {
+  if (!fs.existsSync(workspace)) {
     throw new SetupError(`no workspace at ${workspace}: the folder does not exist (run idem-lab start there first)`);
   }
+  if (!fs.statSync(workspace).isDirectory()) throw new SetupError(`no workspace at ${workspace}: it is a file, not a folder`);
   const command = configuredCommand(workspace);
   if (!command && !fs.existsSync(path.join(workspace, 'server.py'))) {
     throw new SetupError(`no workspace at ${workspace}: there is no server.py (run idem-lab start there, or pass --dir)`);
