@@ -1,34 +1,56 @@
 import { expect } from '../grader/failure.js';
-import { statements, wordCount } from '../grader/markdown.js';
+import { sentences, statements, wordCount } from '../grader/markdown.js';
 import type { Step } from './types.js';
+
+/** A mention of the idempotency key: a line about "a different request" counts for the body idea only with one. */
+const KEY = /\bkeys?\b|idempoten|키|键/i;
 
 /**
  * The three ideas 08-notes.md must cover, each recognised in Korean (the lab sheet asks
  * for 재시도, 저장, 본문), English or Chinese, whatever language the learner writes in.
+ * `pattern` counts anywhere; `underKey` only in a line (a list item or paragraph) that
+ * also names the key.
  */
-export const CONCEPTS = [
+export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegExp; missing: string }[] = [
   {
     name: 'why retries are unavoidable',
-    pattern: /retr(?:y|ies|ied|ying)|재시도|重试|再试/i,
+    pattern:
+      /retr(?:y|ies|ied|ying)|\bre-?send|\bsend(?:s|ing)?\s+(?:it\s+|them\s+|the\s+(?:same\s+)?(?:request|payment)\s+)?again|\btr(?:y|ies|ying)\s+(?:it\s+)?again|재시도|재전송|다시\s*(?:보내|보낸|보냄|보낼|전송|시도)|重试|再试|再发|重发|重新发送|再次发送/i,
     missing: 'why clients retry at all (a timeout cannot tell a lost request from a lost answer)',
   },
   {
     name: 'where idempotency keys are stored',
-    pattern: /\bstor(?:e|ed|es|ing|age)\b|\bsav(?:e|ed|es|ing)\b|persist|database|\bDB\b|redis|sqlite|저장|存储|保存|存放|数据库/i,
+    pattern: new RegExp(
+      [
+        String.raw`\bstor(?:e|ed|es|ing|age)\b|\bsav(?:e|ed|es|ing)\b|persist|database|\bDB\b|redis|sqlite|\bremember(?:s|ed|ing)?\b`,
+        // "kept in a table every instance shares", "keeps them in the shared store": keeping somewhere, not any table
+        String.raw`\b(?:keep|keeps|keeping|kept)\b(?:\s+\S+){0,6}?\s+(?:in|on|inside)\s+(?:a|an|the|one|its|our|their|some)?\s*(?:\S+\s+){0,2}?(?:table|store|db|disk|file)\b`,
+        String.raw`\b(?:table|store)\s+(?:that\s+)?(?:every|all|each|both)\s+(?:\S+\s+)?(?:instances?|servers?|process(?:es)?)\b|\bshared\s+(?:table|store)\b`,
+        '저장|보관|기억|存储|保存|存放|数据库|记住',
+      ].join('|'),
+      'i',
+    ),
     missing: 'where the keys are kept (a store every instance shares, not process memory)',
   },
   {
     name: 'why a different body under one key is refused',
     pattern: /\bbod(?:y|ies)\b|payload|본문|正文|请求体|请求内容/i,
+    underKey:
+      /\b(?:different|other|another|changed|new)\s+(?:amounts?|requests?|data|parameters|contents?)\b|다른\s*(?:금액|요청|내용)|(?:不同|另一个|另外的?)的?(?:金额|请求)/i,
     missing: 'why a reused key with a different body is refused (422)',
   },
-] as const;
+];
 
-/** The minimum number of written lines (lab sheet, step 8). */
+/** The minimum number of sentences of the learner's own words (the lab sheet's three lines; three sentences on one line count three). */
 export const MIN_LINES = 3;
 
+/** Whether a line (a list item or paragraph) states a concept. */
+function covers(concept: (typeof CONCEPTS)[number], line: string): boolean {
+  return concept.pattern.test(line) || (concept.underKey !== undefined && concept.underKey.test(line) && KEY.test(line));
+}
+
 /**
- * Step 08: 08-notes.md has at least three lines covering why retries are unavoidable,
+ * Step 08: 08-notes.md has at least three sentences covering why retries are unavoidable,
  * where keys are stored, and why a different body under one key is refused (lab sheet, step 8).
  */
 export const step: Step = {
@@ -38,19 +60,27 @@ export const step: Step = {
   file: {
     name: '08-notes.md',
     check(text) {
-      const written = statements(text).filter((st) => st.kind !== 'heading' && wordCount(st.text) >= 3);
+      // Sentences of three words or more, grouped by the list item or paragraph they belong to.
+      const lines = new Map<number, string[]>();
+      for (const st of statements(text)) {
+        if (st.kind === 'heading') continue;
+        const written = sentences(st.text).filter((sentence) => wordCount(sentence) >= 3);
+        if (written.length) lines.set(st.block, [...(lines.get(st.block) ?? []), ...written]);
+      }
+      const count = [...lines.values()].reduce((n, written) => n + written.length, 0);
       expect(
-        written.length >= MIN_LINES,
-        `08-notes.md must have at least ${MIN_LINES} lines of your own words; it has ${written.length}.`,
+        count >= MIN_LINES,
+        `08-notes.md must have at least ${MIN_LINES} lines of your own words; it has ${count}.`,
         'Writing the ideas down in a sentence each is how you find out whether you can explain them.',
       );
-      const all = written.map((st) => st.text).join('\n');
-      const missing = CONCEPTS.filter((c) => !c.pattern.test(all));
+      const all = [...lines.values()].map((written) => written.join(' '));
+      const found = (c: (typeof CONCEPTS)[number]) => all.some((line) => covers(c, line));
+      const missing = CONCEPTS.filter((c) => !found(c));
       expect(
         missing.length === 0,
         `08-notes.md does not say ${missing.map((c) => c.missing).join('; nor ')}.`,
         'These three ideas are the lab: clients must retry, the server must remember keys where every instance sees them, and a key names one request only.',
-        { details: CONCEPTS.map((c) => `${c.pattern.test(all) ? 'found' : 'missing'}: ${c.name}`) },
+        { details: CONCEPTS.map((c) => `${found(c) ? 'found' : 'missing'}: ${c.name}`) },
       );
       return `08-notes.md covers ${CONCEPTS.map((c) => c.name).join(', ')}.`;
     },
