@@ -16,8 +16,9 @@ export function colourFor(stream: NodeJS.WriteStream): ChalkInstance {
 
 const MARK = { pass: '✓', fail: '✗', error: '!' } as const;
 
+/** Indents every line, also the lines inside a multi-line string (a message quoting a server's output). */
 function indent(lines: string[], by = '    '): string[] {
-  return lines.map((line) => (line === '' ? line : by + line));
+  return lines.flatMap((line) => line.split('\n')).map((line) => (line === '' ? line : by + line));
 }
 
 /**
