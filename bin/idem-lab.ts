@@ -69,11 +69,17 @@ program
   .option('--reset', 'start again from the first hint')
   .action((step, opts) => run(() => hintCommand(step, opts))());
 
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
 program
   .command('check')
   .description('grade steps against your files and your server, live (all steps when none is named)')
   .argument('[steps...]', 'step ids (02) or slugs (replay)')
   .option('--dir <dir>', DIR_HELP)
+  .option('--reporter <name>', 'human (default), json, junit, tap or github; repeat or use commas for several; NAME=FILE writes json, junit or tap to FILE', collect)
+  .option('--output <file>', 'the file the json, junit or tap reporter writes (default: stdout)')
+  .option('--config <file>', 'grading config with "points" and "required" (default: idem-lab.json in the workspace)')
+  .addHelpText('after', '\nExit codes: 0 every required step passed, 1 a required step failed, 2 usage error or a workspace that cannot be graded\n(with json, junit, tap or github the results are still written then, with status error).')
   .action((steps, opts) => run(() => checkCommand(steps, opts))());
 
 try {

@@ -28,3 +28,64 @@ export function verdict(id: string, status: StepResult['status'], message = `ste
   if (step.file && result.file === undefined) result.file = step.file.name;
   return result;
 }
+
+const STATUS = { enum: ['pass', 'fail', 'error'] };
+
+/** Exercism's results.json, version 3, with idem-lab's score and max_score. */
+export const RESULTS_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['version', 'status', 'message', 'tests', 'score', 'max_score'],
+  properties: {
+    version: { const: 3 },
+    status: STATUS,
+    message: { type: ['string', 'null'] },
+    score: { type: 'number', minimum: 0 },
+    max_score: { type: 'number', minimum: 0 },
+    tests: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'status', 'message', 'test_code', 'task_id', 'score', 'max_score', 'required'],
+        properties: {
+          name: { type: 'string', minLength: 1 },
+          status: STATUS,
+          message: { type: ['string', 'null'] },
+          output: { type: 'string', maxLength: 500 },
+          test_code: { type: 'string' },
+          task_id: { type: 'integer', minimum: 1, maximum: 8 },
+          score: { type: 'number', minimum: 0 },
+          max_score: { type: 'number', minimum: 0 },
+          required: { type: 'boolean' },
+        },
+        if: { properties: { status: { const: 'pass' } } },
+        then: { properties: { message: { type: 'null' } } },
+        else: { properties: { message: { type: 'string', minLength: 1 } } },
+      },
+    },
+  },
+  if: { properties: { status: { const: 'error' } } },
+  then: { properties: { message: { type: 'string', minLength: 1 } } },
+  else: { properties: { message: { type: 'null' } } },
+} as const;
+
+/** The runner `result` GitHub Classroom's autograding reporter reads. */
+export const CLASSROOM_SCHEMA = {
+  type: 'object',
+  required: ['version', 'status', 'max_score', 'tests'],
+  properties: {
+    version: { const: 1 },
+    status: STATUS,
+    max_score: { type: 'number', minimum: 0 },
+    tests: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['name', 'status', 'score', 'message'],
+        properties: { name: { type: 'string' }, status: STATUS, score: { type: 'number', minimum: 0 }, message: { type: 'string' }, filename: { type: 'string' }, line_no: { type: 'integer' } },
+      },
+    },
+  },
+} as const;
+
