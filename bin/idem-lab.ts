@@ -5,18 +5,11 @@
  */
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { SetupError } from '../grader/failure.js';
-import { checkCommand } from '../grader/check-command.js';
-import {
-  hintCommand,
-  ledgerCommand,
-  probeCommand,
-  restartCommand,
-  showCommand,
-  startCommand,
-  statusCommand,
-  stepList,
-  stopCommand,
-} from '../lab/commands.js';
+
+// The commands load their modules when they run, so `--help` does not pay for undici,
+// better-sqlite3, execa and marked.
+const lab = () => import('../lab/commands.js');
+const grader = () => import('../grader/check-command.js');
 
 function port(value: string): number {
   const n = Number(value);
@@ -44,11 +37,11 @@ program
   .option('--lang <lang>', 'language of the lab sheet: en, ko or zh', 'en')
   .option('--port <port>', 'port for the server (default 8000)', port)
   .option('--force', 'reset every lab file to the original, even ones you changed')
-  .action((opts) => run(() => startCommand(opts))());
+  .action((opts) => run(async () => (await lab()).startCommand(opts))());
 
-program.command('stop').description('stop the payment server started here (by its recorded pid)').option('--dir <dir>', DIR_HELP).action((opts) => run(() => stopCommand(opts))());
-program.command('restart').description('stop and start the payment server, e.g. after editing server.py').option('--dir <dir>', DIR_HELP).action((opts) => run(() => restartCommand(opts))());
-program.command('status').description("the server's state and every step's last verdict").option('--dir <dir>', DIR_HELP).action((opts) => run(() => statusCommand(opts))());
+program.command('stop').description('stop the payment server started here (by its recorded pid)').option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).stopCommand(opts))());
+program.command('restart').description('stop and start the payment server, e.g. after editing server.py').option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).restartCommand(opts))());
+program.command('status').description("the server's state and every step's last verdict").option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).statusCommand(opts))());
 
 program
   .command('probe')
@@ -57,17 +50,17 @@ program
   .argument('[body]', 'the JSON body (default {"user":"u1","amount":1000})')
   .option('--dir <dir>', DIR_HELP)
   .option('--port <port>', 'the server port (default: the one idem-lab start recorded)', port)
-  .action((key, body, opts) => run(() => probeCommand(key, body, opts))());
+  .action((key, body, opts) => run(async () => (await lab()).probeCommand(key, body, opts))());
 
-program.command('ledger').description("print every ledger row of the workspace's lab.db (like ./ledger.sh)").option('--dir <dir>', DIR_HELP).action((opts) => run(() => ledgerCommand(opts))());
-program.command('show').description("print a step's section of the lab sheet").argument('<step>', 'step id (03) or slug (nokey)').option('--dir <dir>', DIR_HELP).action((step, opts) => run(() => showCommand(step, opts))());
+program.command('ledger').description("print every ledger row of the workspace's lab.db (like ./ledger.sh)").option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).ledgerCommand(opts))());
+program.command('show').description("print a step's section of the lab sheet").argument('<step>', 'step id (03) or slug (nokey)').option('--dir <dir>', DIR_HELP).action((step, opts) => run(async () => (await lab()).showCommand(step, opts))());
 program
   .command('hint')
   .description("show a step's hints, one more each time")
   .argument('<step>', 'step id (03) or slug (nokey)')
   .option('--dir <dir>', DIR_HELP)
   .option('--reset', 'start again from the first hint')
-  .action((step, opts) => run(() => hintCommand(step, opts))());
+  .action((step, opts) => run(async () => (await lab()).hintCommand(step, opts))());
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -80,11 +73,11 @@ program
   .option('--output <file>', 'the file the json, junit or tap reporter writes (default: stdout)')
   .option('--config <file>', 'grading config with "points" and "required" (default: idem-lab.json in the workspace)')
   .addHelpText('after', '\nExit codes: 0 every required step passed, 1 a required step failed, 2 usage error or a workspace that cannot be graded\n(with json, junit, tap or github the results are still written then, with status error).')
-  .action((steps, opts) => run(() => checkCommand(steps, opts))());
+  .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
 
 try {
   if (process.argv.length <= 2) {
-    console.log(`The steps:\n${stepList(process.cwd())}\n\nidem-lab start lays out a workspace and starts the server; idem-lab --help lists every command.`);
+    console.log(`The steps:\n${(await lab()).stepList(process.cwd())}\n\nidem-lab start lays out a workspace and starts the server; idem-lab --help lists every command.`);
   } else {
     await program.parseAsync(process.argv);
   }

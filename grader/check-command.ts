@@ -3,6 +3,7 @@ import { execaSync } from 'execa';
 import path from 'node:path';
 import { SetupError } from './failure.js';
 import { grade } from './engine.js';
+import { limits } from './limits.js';
 import { installExitHooks, type ServerCommand } from './server.js';
 import { colourFor, formatResult, formatSummary } from './reporters/human.js';
 import type { StepResult } from './types.js';
@@ -55,6 +56,11 @@ export function prepareCheck(selectors: string[], options: WorkspaceOptions): { 
   let steps;
   try {
     steps = selectSteps(selectors);
+  } catch (err) {
+    throw new SetupError((err as Error).message);
+  }
+  try {
+    limits();
   } catch (err) {
     throw new SetupError((err as Error).message);
   }

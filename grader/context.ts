@@ -1,5 +1,7 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
+import { CheckFailed } from './failure.js';
 import { readLedger } from './ledger.js';
 import { send, sendSimultaneously, type PayRequest } from './http.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
@@ -20,6 +22,8 @@ export class LiveContext {
   /** Advice that does not fail the step. */
   readonly warnings: string[] = [];
   private readonly servers: ServerInstance[] = [];
+  /** Labels handed out so far; counted at the call, so instances started together get distinct ones. */
+  private labelsGiven = 0;
   private readonly command: ServerCommand | undefined;
   private readonly stepId: string;
   private stoppedFor: string | undefined;
@@ -38,7 +42,7 @@ export class LiveContext {
    */
   async startServer(): Promise<ServerInstance> {
     if (this.stoppedFor !== undefined) throw new Error(`grading was stopped: ${this.stoppedFor}`);
-    const label = String.fromCharCode(65 + this.servers.length);
+    const label = String.fromCharCode(65 + this.labelsGiven++);
     const instance = await startServer({ workspace: this.workspace, dbPath: this.dbPath, label, command: this.command });
     this.servers.push(instance);
     if (this.stoppedFor !== undefined) {
@@ -109,8 +113,18 @@ export class LiveContext {
     return exchanges;
   }
 
-  /** Every ledger row in this check's sqlite file, read-only. */
+  /**
+   * Every ledger row in this check's sqlite file, read-only.
+   * @throws CheckFailed when the servers never created that file: they ignore IDEM_DB
+   */
   ledger(): LedgerRow[] {
+    if (!fs.existsSync(this.dbPath)) {
+      throw new CheckFailed(
+        `The server never created the database the grader named in IDEM_DB (${this.dbPath}).`,
+        "The grader gives every check a fresh database and reads the ledger from it; a server that ignores IDEM_DB writes into the learner's lab.db instead.",
+        { exchanges: this.exchanges.slice(-4) },
+      );
+    }
     return readLedger(this.dbPath);
   }
 }

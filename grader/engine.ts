@@ -15,11 +15,13 @@ export interface GradeOptions {
   steps: readonly Step[];
   /** How to start the learner's server; `python3 server.py` when absent. */
   command?: ServerCommand;
-  /** Called with each verdict as soon as it is known (for progress output). */
+  /** How many steps to grade at once (default DEFAULT_STEP_CONCURRENCY); 1 grades one after another. */
+  concurrency?: number;
+  /** Called with each verdict, in step order, as soon as it and those before it are known. */
   onResult?(result: StepResult): void;
   /**
    * When a step's server could not start at all (see StepResult.startFailed), fail the
-   * later live checks with the same verdict instead of trying to start it again. Bounds
+   * live checks not yet begun with the same verdict instead of trying to start it again. Bounds
    * the time a broken repository costs (a server that never listens costs the start time
    * limit once, not once per step); used by cohort grading. Default false: every live
    * check tries for itself.
@@ -100,12 +102,6 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `idem-lab-${step.id}-`));
       ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command);
       said.push(await step.live(ctx));
-      if (!fs.existsSync(ctx.dbPath)) {
-        throw new CheckFailed(
-          `The server never created the database the grader named in IDEM_DB (${ctx.dbPath}).`,
-          'The grader gives every check a fresh database and reads the ledger from it; a server that ignores IDEM_DB writes into the learner\'s lab.db instead.',
-        );
-      }
       result.exchanges = ctx.exchanges;
     }
     if (step.file) {
@@ -134,8 +130,11 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
   return result;
 }
 
+/** How many steps are graded at once by default: live checks wait mostly on the network and on Python starting. */
+export const DEFAULT_STEP_CONCURRENCY = 3;
+
 /**
- * The verdict on a live step not tried because the server could not start in an earlier
+ * The verdict on a live step not tried because the server could not start in another
  * step: the same failure, said to come from that step.
  */
 function notTriedAgain(step: Step, earlier: StepResult): StepResult {
@@ -151,20 +150,38 @@ function notTriedAgain(step: Step, earlier: StepResult): StepResult {
 }
 
 /**
- * Grades the steps one after another, each with its own servers and temporary database,
- * and returns one verdict per step in order. A step's live check runs before its file
+ * Grades the steps, up to `concurrency` at a time (default 3), each with its own servers,
+ * ports and temporary database, and returns one verdict per step in the order given;
+ * `onResult` is called in that order too. A step's live check runs before its file
  * check: the server is fixed first, then its output is pasted into the file.
  * Never throws for a learner's mistake: a broken server or a missing file is a failed
  * step. Every server is stopped before return.
  */
 export async function grade(options: GradeOptions): Promise<StepResult[]> {
-  const results: StepResult[] = [];
+  const concurrency = Math.max(1, options.concurrency ?? DEFAULT_STEP_CONCURRENCY);
+  const pending = options.steps.map(() => {
+    let resolve!: (result: StepResult) => void;
+    const promise = new Promise<StepResult>((r) => (resolve = r));
+    return { promise, resolve };
+  });
+  let next = 0;
   let notStarted: StepResult | undefined;
-  for (const step of options.steps) {
-    const result = notStarted && step.live ? notTriedAgain(step, notStarted) : await gradeStep(step, options);
-    if (options.stopAfterStartFailure && result.startFailed && !notStarted) notStarted = result;
+  const worker = async () => {
+    while (next < options.steps.length) {
+      const i = next++;
+      const step = options.steps[i];
+      const result = notStarted && step.live ? notTriedAgain(step, notStarted) : await gradeStep(step, options);
+      if (options.stopAfterStartFailure && result.startFailed && !notStarted) notStarted = result;
+      pending[i].resolve(result);
+    }
+  };
+  const workers = Array.from({ length: Math.min(concurrency, options.steps.length) }, worker);
+  const results: StepResult[] = [];
+  for (const { promise } of pending) {
+    const result = await promise;
     results.push(result);
     options.onResult?.(result);
   }
+  await Promise.all(workers);
   return results;
 }

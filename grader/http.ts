@@ -1,5 +1,6 @@
 import net from 'node:net';
 import { Client } from 'undici';
+import { limits } from './limits.js';
 import type { Exchange } from './types.js';
 
 /** A request the grader sends. `key` undefined: no Idempotency-Key header; '' : the header sent empty. */
@@ -20,8 +21,10 @@ export interface Timeouts {
   answerMs: number;
 }
 
-/** Limits for requests to a server under test: generous against a 50 ms charge, bounded all the same. */
-export const CHECK_TIMEOUTS: Timeouts = { connectMs: 2000, answerMs: 8000 };
+/** Limits for requests to a server under test: generous against a 50 ms charge, bounded all the same (see limits.ts). */
+export function checkTimeouts(): Timeouts {
+  return { connectMs: 2000, answerMs: limits().requestMs };
+}
 
 /** A target: which server instance, on which port of 127.0.0.1. */
 export interface Target {
@@ -115,7 +118,7 @@ export async function send(
   method: 'GET' | 'POST',
   path: string,
   req?: PayRequest,
-  timeouts: Timeouts = CHECK_TIMEOUTS,
+  timeouts: Timeouts = checkTimeouts(),
 ): Promise<Exchange> {
   let socket: net.Socket;
   try {
@@ -136,7 +139,7 @@ export async function send(
 export async function sendSimultaneously(
   targets: Target[],
   requests: PayRequest[],
-  timeouts: Timeouts = CHECK_TIMEOUTS,
+  timeouts: Timeouts = checkTimeouts(),
 ): Promise<Exchange[]> {
   const opened = await Promise.allSettled(
     requests.map((_, i) => openConnection(targets[i % targets.length].port, timeouts.connectMs)),

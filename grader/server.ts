@@ -2,6 +2,7 @@ import net from 'node:net';
 import { execa, type ResultPromise } from 'execa';
 import { ServerStartFailed } from './failure.js';
 import { send } from './http.js';
+import { limits } from './limits.js';
 
 /** How a server is started: an executable and its arguments, run in the workspace. */
 export interface ServerCommand {
@@ -24,7 +25,7 @@ export interface StartOptions {
   command?: ServerCommand;
   /** IDEM_CHARGE_MS, in ms (default 50). */
   chargeMs?: number;
-  /** How long to wait for GET /health to answer 200, in ms (default 10000). */
+  /** How long to wait for GET /health to answer 200, in ms (default: limits().startMs). */
   readyTimeoutMs?: number;
 }
 
@@ -162,7 +163,7 @@ export async function startServer(options: StartOptions): Promise<ServerInstance
     const port = await freePort();
     const instance = spawnServer(options, port);
     try {
-      await waitReady(instance, options.readyTimeoutMs ?? 10_000);
+      await waitReady(instance, options.readyTimeoutMs ?? limits().startMs);
       return instance;
     } catch (err) {
       await instance.stop();

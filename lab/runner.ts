@@ -90,16 +90,20 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
   }
   const log = path.join(workspace, SERVER_LOG);
   fs.appendFileSync(log, `--- idem-lab start ${new Date().toISOString()} on port ${chosen} ---\n`);
+  // The server writes to s.log itself (a file descriptor it inherits), so it outlives this process.
+  const logStream = fs.createWriteStream(log, { flags: 'a' });
+  await new Promise((resolve, reject) => logStream.once('open', resolve).once('error', reject));
   const subprocess = execa(command.file, command.args, {
     cwd: workspace,
     env: { PORT: String(chosen), PYTHONUNBUFFERED: '1' },
     detached: true,
     cleanup: false,
     stdin: 'ignore',
-    stdout: { file: log, append: true },
-    stderr: { file: log, append: true },
+    stdout: logStream,
+    stderr: logStream,
     reject: false,
   });
+  logStream.close();
   subprocess.unref();
   let exited = false;
   void subprocess.then(() => {

@@ -54,13 +54,13 @@ export const step: Step = {
     expectStatus(first, 201, 'The first request with a new key must charge and answer 201.', 'Nothing can be remembered before the first payment succeeds.');
     paymentOf(first);
     await ctx.stopServer(a);
-    const b = await ctx.startServer();
+    // B restarts on A's database; C, the second instance for the shared checks, starts alongside.
+    const [b, c] = await Promise.all([ctx.startServer(), ctx.startServer()]);
     const retry = await ctx.pay(b, { key, body: DEFAULT_PAYMENT });
     expectReplay(first, retry, WHY_RESTART);
     expectRows(ctx, key, 1, [first, retry], WHY_RESTART);
 
     const WHY_SHARED = 'Behind a load balancer the retry may reach another instance: what one instance stored, every other must see.';
-    const c = await ctx.startServer();
     const key2 = ctx.freshKey('shared');
     const onB = await ctx.pay(b, { key: key2, body: DEFAULT_PAYMENT });
     expectStatus(onB, 201, 'The first request with a new key must charge and answer 201.', WHY_SHARED);

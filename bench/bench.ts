@@ -1,0 +1,57 @@
+/**
+ * `npm run bench`: wall-clock medians of whole idem-lab commands as a user runs them,
+ * on the fixture workspaces. Timing is measured here, never asserted in a test: these
+ * machines are shared and noisy. Runs per command: BENCH_RUNS (default 5).
+ */
+import { execa } from 'execa';
+import { CLI, fixtureWorkspace } from '../test/support.js';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+
+/** A timed command: its label, its arguments, and the exit code it must end with. */
+interface Case {
+  label: string;
+  args: string[];
+  cwd?: string;
+  exitCode: number;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/**
+ * Runs a case RUNS times after one warm-up and returns the wall times in ms.
+ * @throws Error when a run ends with another exit code than expected
+ */
+async function time(c: Case): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i <= RUNS; i++) {
+    const started = performance.now();
+    const result = await execa('node', [CLI, ...c.args], { cwd: c.cwd, reject: false, env: { NO_COLOR: '1' } });
+    const ms = performance.now() - started;
+    if (result.exitCode !== c.exitCode) throw new Error(`${c.label}: exit ${result.exitCode}, expected ${c.exitCode}\n${result.stdout}\n${result.stderr}`);
+    if (i > 0) times.push(ms);
+  }
+  return times;
+}
+
+const reference = fixtureWorkspace('reference');
+const starter = fixtureWorkspace('starter');
+try {
+  const cases: Case[] = [
+    { label: 'idem-lab --help', args: ['--help'], exitCode: 0 },
+    { label: 'idem-lab check (reference, all 8 steps pass)', args: ['check'], cwd: reference.dir, exitCode: 0 },
+    { label: 'idem-lab check (starter, 02-06 fail)', args: ['check'], cwd: starter.dir, exitCode: 1 },
+  ];
+  console.log(`median wall time of ${RUNS} runs each (after one warm-up), ${new Date().toISOString()}`);
+  for (const c of cases) {
+    const times = await time(c);
+    console.log(`${c.label.padEnd(48)} ${median(times).toFixed(0).padStart(6)} ms   (min ${Math.min(...times).toFixed(0)}, max ${Math.max(...times).toFixed(0)})`);
+  }
+} finally {
+  reference.remove();
+  starter.remove();
+}

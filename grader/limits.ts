@@ -1,0 +1,29 @@
+/**
+ * Time limits of a grading run, in ms. Defaults suit a 50 ms charge on a loaded machine;
+ * an instructor (or a test) may tighten or loosen them through the environment:
+ *   IDEM_LAB_START_TIMEOUT_MS    how long a server may take to answer GET /health (default 10000)
+ *   IDEM_LAB_REQUEST_TIMEOUT_MS  how long one request may take to be answered (default 8000)
+ */
+export interface Limits {
+  startMs: number;
+  requestMs: number;
+}
+
+function fromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a whole number of milliseconds, not "${raw}"`);
+  return value;
+}
+
+/**
+ * The limits in force, read from the environment at each call.
+ * @throws Error when a variable is set to something other than a positive whole number
+ */
+export function limits(): Limits {
+  return {
+    startMs: fromEnv('IDEM_LAB_START_TIMEOUT_MS', 10_000),
+    requestMs: fromEnv('IDEM_LAB_REQUEST_TIMEOUT_MS', 8_000),
+  };
+}

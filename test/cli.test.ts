@@ -1,0 +1,192 @@
+/**
+ * The command line as a user runs it: a real process, real files, a real detached server.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { freePort } from '../grader/server.js';
+import { readState } from '../lab/workspace.js';
+import { fixtureWorkspace, runCli, serversUnder, tempDir } from './support.js';
+
+/** Stops whatever server a test's workspace recorded, by its process group, pass or fail. */
+function stopRecorded(dir: string): void {
+  const { pid } = readState(dir);
+  if (!pid) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+test('--help lists every command and exits 0; an unknown command exits 2', async () => {
+  const help = await runCli(['--help']);
+  assert.equal(help.exitCode, 0);
+  for (const command of ['start', 'stop', 'restart', 'status', 'probe', 'ledger', 'show', 'hint', 'check']) {
+    assert.match(help.stdout, new RegExp(`^  ${command}\\b`, 'm'));
+  }
+  const checkHelp = await runCli(['check', '--help']);
+  assert.equal(checkHelp.exitCode, 0);
+  assert.match(checkHelp.stdout, /Usage: idem-lab check/);
+  const unknown = await runCli(['frobnicate']);
+  assert.equal(unknown.exitCode, 2);
+  assert.match(unknown.stderr, /unknown command 'frobnicate'/);
+});
+
+test('check refuses a folder without server.py, a missing folder and an unknown step with exit 2', async () => {
+  const empty = tempDir();
+  try {
+    const noServer = await runCli(['check', '--dir', empty.dir]);
+    assert.equal(noServer.exitCode, 2);
+    assert.match(noServer.stderr, /there is no server\.py/);
+    const missing = await runCli(['check', '--dir', path.join(empty.dir, 'nope')]);
+    assert.equal(missing.exitCode, 2);
+    assert.match(missing.stderr, /the folder does not exist/);
+  } finally {
+    empty.remove();
+  }
+  const ws = fixtureWorkspace('reference');
+  try {
+    const unknown = await runCli(['check', '09', '--dir', ws.dir]);
+    assert.equal(unknown.exitCode, 2);
+    assert.match(unknown.stderr, /unknown step "09"; the steps are 01 \(duplicate\), 02 \(replay\)/);
+    const badLimit = await runCli(['check', '02', '--dir', ws.dir], { env: { IDEM_LAB_REQUEST_TIMEOUT_MS: 'soon' } });
+    assert.equal(badLimit.exitCode, 2);
+    assert.match(badLimit.stderr, /IDEM_LAB_REQUEST_TIMEOUT_MS must be a whole number of milliseconds/);
+  } finally {
+    ws.remove();
+  }
+});
+
+test('check grades the reference solution: every step passes, exit 0, verdicts saved', async () => {
+  const ws = fixtureWorkspace('reference');
+  try {
+    const run = await runCli(['check'], { cwd: ws.dir });
+    assert.equal(run.exitCode, 0, run.stdout + run.stderr);
+    assert.match(run.stdout, /8 of 8 steps pass\./);
+    assert.equal((run.stdout.match(/^✓ /gm) ?? []).length, 8);
+    assert.doesNotMatch(run.stdout, /\x1b\[/, 'no colour with NO_COLOR and no terminal');
+    const steps = readState(ws.dir).steps ?? {};
+    assert.deepEqual(Object.keys(steps).sort(), ['01', '02', '03', '04', '05', '06', '07', '08']);
+    assert.ok(Object.values(steps).every((s) => s.status === 'pass' && s.passedAt));
+    assert.deepEqual(serversUnder(ws.dir), []);
+  } finally {
+    ws.remove();
+  }
+});
+
+test('a failing check exits 1 and shows what was sent, what came back and the ledger', async () => {
+  const ws = fixtureWorkspace('starter');
+  try {
+    const run = await runCli(['check', 'replay', '--dir', ws.dir]);
+    assert.equal(run.exitCode, 1);
+    assert.match(run.stdout, /^✗ 02 replay/m);
+    assert.match(run.stdout, /The retry must get the stored first response back unchanged/);
+    assert.match(run.stdout, /Why it matters: /);
+    assert.match(run.stdout, /What was sent and what came back:/);
+    assert.match(run.stdout, /\[A\] POST \/pay {2}Idempotency-Key: 02-replay-[0-9a-f]+ {2}\{"user":"u1","amount":1000\}/);
+    assert.match(run.stdout, /· payment_id: 1 first, 2 then/);
+    assert.match(run.stdout, /Stuck\? idem-lab hint 02/);
+    assert.match(run.stdout, /0 of 1 step passes\. To do: 02\./);
+    assert.equal(readState(ws.dir).steps?.['02']?.status, 'fail');
+  } finally {
+    ws.remove();
+  }
+});
+
+test('start lays the workspace and starts one server; probe, ledger, status, restart and stop work on it', async () => {
+  const tmp = tempDir();
+  const port = String(await freePort());
+  try {
+    const start = await runCli(['start', '--port', port], { cwd: tmp.dir });
+    assert.equal(start.exitCode, 0, start.stdout + start.stderr);
+    assert.match(start.stdout, /Laid out server\.py, probe\.sh, ledger\.sh, LAB\.md/);
+    assert.match(start.stdout, new RegExp(`Started the payment server \\(pid \\d+\\) on http://127\\.0\\.0\\.1:${port}`));
+    assert.match(start.stdout, /^## 01 · Reproduce the duplicate charge/m);
+    for (const file of ['server.py', 'probe.sh', 'ledger.sh', 'LAB.md']) assert.ok(fs.existsSync(path.join(tmp.dir, file)), file);
+    assert.ok(fs.statSync(path.join(tmp.dir, 'probe.sh')).mode & 0o100, 'probe.sh is executable');
+    const { pid } = readState(tmp.dir);
+    assert.ok(pid && serversUnder(tmp.dir).includes(pid));
+
+    const again = await runCli(['start'], { cwd: tmp.dir });
+    assert.match(again.stdout, new RegExp(`already running \\(pid ${pid}\\)`));
+    assert.equal(serversUnder(tmp.dir).length, 1, 'starting twice does not start a second server');
+
+    for (let i = 1; i <= 2; i++) {
+      const probe = await runCli(['probe', 'k1'], { cwd: tmp.dir });
+      assert.equal(probe.exitCode, 0);
+      assert.match(probe.stdout, /^POST \/pay {2}Idempotency-Key: k1 {2}\{"user":"u1","amount":1000\}\nHTTP 201 Created\n\{"payment_id": \d/);
+      assert.match(probe.stdout, new RegExp(`"payment_id": ${i},`));
+    }
+    const ledger = await runCli(['ledger'], { cwd: tmp.dir });
+    assert.match(ledger.stdout, /^payment_id {2}idempotency_key {2}user {2}amount {2}created_at\n1 {11}k1 {15}u1 {4}1000 {4}\S+Z\n2 /);
+
+    const status = await runCli(['status'], { cwd: tmp.dir });
+    assert.match(status.stdout, new RegExp(`Server: running, pid ${pid}, http://127\\.0\\.0\\.1:${port}`));
+    assert.match(status.stdout, /Progress: 0 of 8 steps pass\./);
+
+    const restart = await runCli(['restart'], { cwd: tmp.dir });
+    assert.equal(restart.exitCode, 0);
+    assert.match(restart.stdout, new RegExp(`Stopped the payment server \\(pid ${pid}\\)\\.`));
+    const newPid = readState(tmp.dir).pid;
+    assert.ok(newPid && newPid !== pid);
+    assert.deepEqual(serversUnder(tmp.dir), [newPid]);
+
+    const stop = await runCli(['stop'], { cwd: tmp.dir });
+    assert.match(stop.stdout, new RegExp(`Stopped the payment server \\(pid ${newPid}\\)\\.`));
+    assert.deepEqual(serversUnder(tmp.dir), []);
+    const stopAgain = await runCli(['stop'], { cwd: tmp.dir });
+    assert.match(stopAgain.stdout, /No payment server was started here/);
+  } finally {
+    stopRecorded(tmp.dir);
+    tmp.remove();
+  }
+});
+
+test('stop says so when the server had died; start keeps a changed file unless --force', async () => {
+  const tmp = tempDir();
+  const port = String(await freePort());
+  try {
+    assert.equal((await runCli(['start', '--port', port], { cwd: tmp.dir })).exitCode, 0);
+    const { pid } = readState(tmp.dir);
+    assert.ok(pid);
+    process.kill(-pid, 'SIGKILL');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const stop = await runCli(['stop'], { cwd: tmp.dir });
+    assert.match(stop.stdout, new RegExp(`The payment server \\(pid ${pid}\\) was not running any more: it may have crashed`));
+
+    const server = path.join(tmp.dir, 'server.py');
+    fs.appendFileSync(server, '\n# my change\n');
+    const kept = await runCli(['start', '--port', port], { cwd: tmp.dir });
+    assert.match(kept.stdout, /Kept your changed server\.py \(idem-lab start --force resets it\)/);
+    assert.match(fs.readFileSync(server, 'utf8'), /# my change/);
+    assert.equal((await runCli(['stop'], { cwd: tmp.dir })).exitCode, 0);
+    const forced = await runCli(['start', '--port', port, '--force'], { cwd: tmp.dir });
+    assert.match(forced.stdout, /Laid out server\.py/);
+    assert.doesNotMatch(fs.readFileSync(server, 'utf8'), /# my change/);
+  } finally {
+    stopRecorded(tmp.dir);
+    tmp.remove();
+  }
+});
+
+test('show prints one step of the lab sheet; hint gives one more hint each time', async () => {
+  const tmp = tempDir();
+  try {
+    const show = await runCli(['show', 'nokey'], { cwd: tmp.dir });
+    assert.equal(show.exitCode, 0);
+    assert.match(show.stdout, /^## 03 · Refuse a request without a key/);
+    assert.doesNotMatch(show.stdout, /^## 04/m);
+    const unknown = await runCli(['show', '42'], { cwd: tmp.dir });
+    assert.equal(unknown.exitCode, 2);
+    assert.match(unknown.stderr, /unknown step "42"/);
+    const first = await runCli(['hint', '03'], { cwd: tmp.dir });
+    assert.match(first.stdout, /^Hint 1 of 3 for 03 nokey: /);
+    assert.doesNotMatch(first.stdout, /Hint 2 of 3/);
+    const second = await runCli(['hint', '03'], { cwd: tmp.dir });
+    assert.match(second.stdout, /Hint 2 of 3 for 03 nokey: /);
+  } finally {
+    tmp.remove();
+  }
+});
