@@ -10,6 +10,7 @@ import { SetupError } from '../grader/failure.js';
 // better-sqlite3, execa and marked.
 const lab = () => import('../lab/commands.js');
 const grader = () => import('../grader/check-command.js');
+const cohort = () => import('../grader/grade-command.js');
 
 function port(value: string): number {
   const n = Number(value);
@@ -74,6 +75,18 @@ program
   .option('--config <file>', 'grading config with "points" and "required" (default: idem-lab.json in the workspace)')
   .addHelpText('after', '\nExit codes: 0 every required step passed, 1 a required step failed, 2 usage error or a workspace that cannot be graded\n(with json, junit, tap or github the results are still written then, with status error).')
   .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
+
+program
+  .command('grade')
+  .description("grade a cohort: many student workspaces (checkouts of the students' repositories) into a gradebook")
+  .argument('<dirs...>', 'the student workspaces')
+  .option('--jobs <n>', 'how many workspaces to grade at once', '1')
+  .option('--csv <file>', 'write the gradebook as CSV: one row per student, one column per step, score, first failure')
+  .option('--json <file>', "write the gradebook as JSON, with every student's results")
+  .option('--config <file>', 'grading config with "points" and "required" for every student (default: 1 point each, all required)')
+  .option('--timeout <seconds>', 'how long one workspace may take before it is cut off as an error', '180')
+  .addHelpText('after', '\nExit codes: 0 every workspace was graded, 1 some could not be (error rows), 2 usage error.')
+  .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
 
 try {
   if (process.argv.length <= 2) {

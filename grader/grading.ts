@@ -129,8 +129,9 @@ export interface ScoredStep {
 /**
  * A whole grading run as every reporter sees it: the steps in order with their points,
  * the overall status and the total. Status: `error` when the grader could not grade (a
- * setup error, a step in error) or the learner's server could not start at all; `fail`
- * when a step did not pass; `pass` when all did. `requiredPassed` says whether every
+ * setup error, a step in error), or the learner's server could not start at all, or it
+ * started but answered no request (it hangs); `fail` when a step did not pass; `pass`
+ * when all did. `requiredPassed` says whether every
  * required step passed, which is what the exit code and CI go by.
  */
 export interface GradeReport {
@@ -161,14 +162,29 @@ export function scoreResults(results: StepResult[], config: GradingConfig): Grad
   };
   const errored = results.find((r) => r.status === 'error');
   const notStarted = results.find((r) => r.startFailed);
+  const hung = neverAnswered(results);
   if (errored) {
     report.status = 'error';
     report.message = `Step ${errored.id} could not be graded. ${errored.message}`;
   } else if (notStarted) {
     report.status = 'error';
     report.message = `The server could not start, so its steps could not be checked. ${notStarted.message}`;
+  } else if (hung) {
+    report.status = 'error';
+    report.message = `The server answered no request in time (it hangs), so its steps could not be checked. ${hung.message}`;
   }
   return report;
+}
+
+/**
+ * The first failed live step when the server started but answered no request at all:
+ * every live step failed and every exchange it shows got no answer (a hanging server).
+ * A live step is one with exchanges; file-only steps have none.
+ */
+function neverAnswered(results: StepResult[]): StepResult | undefined {
+  const live = results.filter((r) => r.exchanges.length > 0);
+  if (live.length === 0) return undefined;
+  return live.every((r) => r.status === 'fail' && r.exchanges.every((e) => e.status === undefined)) ? live[0] : undefined;
 }
 
 /**

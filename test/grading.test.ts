@@ -56,6 +56,13 @@ test('the run is an error when a step could not be graded or the server never st
   assert.equal(notStarted.status, 'error');
   assert.match(notStarted.message ?? '', /^The server could not start.*exited during start-up/);
   assert.equal(notStarted.score, 1, 'the steps that passed keep their points');
+  const noAnswer = { server: 'A', port: 1, method: 'POST' as const, path: '/pay', requestBody: '{}', error: 'no answer within 8000 ms', ms: 8000 };
+  const answered = { ...noAnswer, status: 201, error: undefined };
+  const hung = scoreResults([verdict('01', 'pass'), verdict('02', 'fail', 'POST /pay got no answer', { exchanges: [noAnswer] }), verdict('05', 'fail', 'x', { exchanges: [noAnswer, noAnswer] })], defaultGradingConfig());
+  assert.equal(hung.status, 'error');
+  assert.match(hung.message ?? '', /^The server answered no request in time \(it hangs\), so its steps could not be checked\. POST \/pay got no answer/);
+  const slow = scoreResults([verdict('02', 'pass', 'ok', { exchanges: [answered] }), verdict('05', 'fail', 'x', { exchanges: [noAnswer] })], defaultGradingConfig());
+  assert.equal(slow.status, 'fail', 'a server that answered something is graded, not an error');
   const setup = setupErrorReport('no server.py', defaultGradingConfig());
   assert.equal(setup.status, 'error');
   assert.equal(setup.steps.length, STEPS.length);
