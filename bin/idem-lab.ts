@@ -11,6 +11,7 @@ import { SetupError } from '../grader/failure.js';
 const lab = () => import('../lab/commands.js');
 const grader = () => import('../grader/check-command.js');
 const cohort = () => import('../grader/grade-command.js');
+const ci = () => import('../lab/ci.js');
 
 function port(value: string): number {
   const n = Number(value);
@@ -87,6 +88,17 @@ program
   .option('--timeout <seconds>', 'how long one workspace may take before it is cut off as an error', '180')
   .addHelpText('after', '\nExit codes: 0 every workspace was graded, 1 some could not be (error rows), 2 usage error.')
   .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
+
+program
+  .command('ci')
+  .description('set up grading in CI for instructors')
+  .command('init')
+  .description('write a GitHub Actions workflow (and idem-lab.json) into a student template repository')
+  .option('--dir <dir>', 'the template repository (default: the current directory)')
+  .option('--classroom', "add GitHub Classroom's autograding reporter step")
+  .option('--package <spec>', 'what the workflow installs with npm install --global (default: this version of idem-lab)')
+  .option('--force', 'replace an existing .github/workflows/idem-lab.yml')
+  .action((opts) => run(async () => (await ci()).ciInitCommand(opts))());
 
 try {
   if (process.argv.length <= 2) {
