@@ -58,7 +58,7 @@ export function cohortProgress(total: number, stream: NodeJS.WriteStream = proce
   let done = 0;
   const tty = stream.isTTY === true;
   const line = (text: string) => {
-    if (tty) stream.write(`\r\x1b[K${text.slice(0, (stream.columns ?? 100) - 1)}`);
+    if (tty) stream.write(`\r\x1b[K${text.slice(0, (stream.columns || 100) - 1)}`);
     else stream.write(`${text}\n`);
   };
   const status = (last?: GradebookRow) =>
@@ -101,7 +101,7 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   const shown = cohortProgress(dirs.length);
   const book = await gradeCohort({ dirs, steps: STEPS, config, jobs, timeoutMs, onStart: shown.start, onRow: shown.row });
   shown.end();
-  console.log(formatGradebook(book, process.stdout.columns ?? 120));
+  console.log(formatGradebook(book, process.stdout.columns || 120));
   if (options.csv) write(options.csv, gradebookCsv(book));
   if (options.json) write(options.json, JSON.stringify(gradebookJson(book), null, 2) + '\n');
   return book.rows.some((r) => r.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;

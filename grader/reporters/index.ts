@@ -20,6 +20,7 @@ import { formatTap } from './tap.js';
 
 /** The reporters there are. */
 export const REPORTER_NAMES = ['human', 'json', 'junit', 'tap', 'github'] as const;
+/** One of REPORTER_NAMES. */
 export type ReporterName = (typeof REPORTER_NAMES)[number];
 
 /** Reporters that write one document, to a file or to stdout. */
