@@ -28,6 +28,14 @@ const program = new Command('idem-lab')
   .showHelpAfterError('(idem-lab --help lists the commands)');
 
 let exitCode = 0;
+
+// `idem-lab check | head` closes the pipe early: stop quietly (the exit hooks still stop servers).
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(exitCode);
+    throw err;
+  });
+}
 const run = (action: () => Promise<number> | number) => async () => {
   exitCode = await action();
 };

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { SetupError } from './failure.js';
 import { grade } from './engine.js';
 import { limits } from './limits.js';
-import { installExitHooks, type ServerCommand } from './server.js';
+import { installExitHooks } from './cleanup.js';
+import type { ServerCommand } from './server.js';
 import { colourFor, formatResult, formatSummary } from './reporters/human.js';
 import type { StepResult } from './types.js';
 import { selectSteps } from '../steps/index.js';
@@ -53,12 +54,7 @@ export function exitCodeFor(results: StepResult[]): number {
  */
 export function prepareCheck(selectors: string[], options: WorkspaceOptions): { workspace: string; command: ServerCommand; steps: ReturnType<typeof selectSteps> } {
   const { workspace, command } = openWorkspace(workspaceDir(options));
-  let steps;
-  try {
-    steps = selectSteps(selectors);
-  } catch (err) {
-    throw new SetupError((err as Error).message);
-  }
+  const steps = selectSteps(selectors);
   try {
     limits();
   } catch (err) {

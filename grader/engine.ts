@@ -2,9 +2,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LiveContext } from './context.js';
+import { atExit } from './cleanup.js';
 import { CheckFailed, ServerStartFailed } from './failure.js';
 import type { ServerCommand } from './server.js';
-import type { StepResult } from './types.js';
+import type { Exchange, StepResult } from './types.js';
 import type { Step } from '../steps/types.js';
 
 /** What to grade. */
@@ -45,13 +46,28 @@ function baseResult(step: Step): StepResult {
   return result;
 }
 
+/** At most this many exchanges are shown for one failure. */
+const MAX_EXCHANGES_SHOWN = 12;
+
+/**
+ * The exchanges a check attached, with the earlier ones that sent the same idempotency
+ * key, in the order they were sent: a failed replay is shown with the request it replays,
+ * the losers of a race with its winner. Keyless exchanges stand alone.
+ */
+function withTheirHistory(shown: Exchange[], ctx: LiveContext | undefined): Exchange[] {
+  if (!ctx) return shown;
+  const keys = new Set(shown.map((e) => e.key).filter((k): k is string => k !== undefined && k !== ''));
+  const story = ctx.exchanges.filter((e) => shown.includes(e) || (e.key !== undefined && keys.has(e.key)));
+  return story.length > MAX_EXCHANGES_SHOWN ? [...story.slice(0, 2), ...shown.filter((e) => !story.slice(0, 2).includes(e))].slice(0, MAX_EXCHANGES_SHOWN) : story;
+}
+
 function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undefined): void {
   if (err instanceof CheckFailed) {
     result.status = 'fail';
     result.message = err.message;
     result.why = err.why;
     result.details.push(...(err.evidence.details ?? []));
-    result.exchanges = err.evidence.exchanges ?? ctx?.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN) ?? [];
+    result.exchanges = err.evidence.exchanges ? withTheirHistory(err.evidence.exchanges, ctx) : (ctx?.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN) ?? []);
     if (err.evidence.ledger) result.ledger = err.evidence.ledger;
     const output = err.evidence.serverOutput ?? ctx?.serverOutput();
     if (output) result.serverOutput = output;
@@ -84,6 +100,7 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
   let ctx: LiveContext | undefined;
   let tmpDir: string | undefined;
   let phase: 'live' | 'file' = 'live';
+  let forgetTmpDir: (() => void) | undefined;
   const { signal } = options;
   // Only a live check can hang; a file check after an abort is still graded (it is instant).
   let cut = false;
@@ -100,6 +117,8 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
     }
     if (step.live) {
       tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `idem-lab-${step.id}-`));
+      const dir = tmpDir;
+      forgetTmpDir = atExit(() => fs.rmSync(dir, { recursive: true, force: true }));
       ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command);
       said.push(await step.live(ctx));
       result.exchanges = ctx.exchanges;
@@ -110,7 +129,13 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       if (!fs.existsSync(file)) {
         throw new CheckFailed(`${step.file.name} is missing: write it in the workspace (${options.workspace}).`, 'This step is graded on what the file shows; `idem-lab show ' + step.id + '` says what to put in it.');
       }
-      said.push(step.file.check(fs.readFileSync(file, 'utf8'), { warn: (m) => result.warnings.push(m) }));
+      let text: string;
+      try {
+        text = fs.readFileSync(file, 'utf8');
+      } catch (err) {
+        throw new CheckFailed(`${step.file.name} cannot be read: ${(err as Error).message}.`, 'This step is graded on what the file shows: it must be a text file.');
+      }
+      said.push(step.file.check(text, { warn: (m) => result.warnings.push(m) }));
     }
     result.message = said.join(' ');
   } catch (err) {
@@ -124,6 +149,7 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       result.warnings.push(...ctx.warnings);
     }
     if (tmpDir) fs.rmSync(tmpDir, { recursive: true, force: true });
+    forgetTmpDir?.();
   }
   if (cut && signal) markStopped(result, signal);
   result.ms = Math.round(performance.now() - started);

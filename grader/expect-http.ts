@@ -87,3 +87,22 @@ export function expectRows(ctx: LiveContext, key: string, count: number, exchang
   }
   return rows;
 }
+
+/**
+ * Requires the payment provider to have been asked to charge `payment.user` (and, when
+ * given, `payment.amount`) exactly `count` times, as its statement shows. Passes silently when the servers keep no statement.
+ * @throws CheckFailed with the charges found
+ */
+export function expectCharges(ctx: LiveContext, payment: { user: string; amount?: number }, count: number, exchanges: Exchange[], why: string): void {
+  const charges = ctx.charges();
+  if (charges === undefined) return;
+  const mine = charges.filter((c) => c.user === payment.user && (payment.amount === undefined || c.amount === payment.amount));
+  if (mine.length !== count) {
+    const what = `user ${JSON.stringify(payment.user)}${payment.amount === undefined ? '' : ` and amount ${payment.amount}`}`;
+    throw new CheckFailed(
+      `charge() ran ${mine.length} time${mine.length === 1 ? '' : 's'} for ${what}; it must run ${count === 1 ? 'once' : `${count} times`}: the ledger alone does not show a charge made twice.`,
+      why,
+      { exchanges, details: mine.map((c) => `charged ${c.user} ${c.amount} at ${c.at}${c.pid ? ` by pid ${c.pid}` : ''}`) },
+    );
+  }
+}

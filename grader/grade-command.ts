@@ -10,7 +10,7 @@ import { formatGradebook, gradebookCsv, gradebookJson, gradeCohort, DEFAULT_WORK
 import { SetupError } from './failure.js';
 import { defaultGradingConfig, formatPoints, readGradingConfig } from './grading.js';
 import { limits } from './limits.js';
-import { installExitHooks } from './server.js';
+import { installExitHooks } from './cleanup.js';
 import { STEPS } from '../steps/index.js';
 
 /** Options of `idem-lab grade`. */

@@ -157,5 +157,6 @@ export function hintCommand(selector: string, options: WorkspaceOptions & { rese
   const shown = state.hintsShown?.[step.id] ?? 1;
   step.hints.slice(0, shown).forEach((hint, i) => console.log(`Hint ${i + 1} of ${step.hints.length} for ${step.id} ${step.slug}: ${hint}`));
   if (shown < step.hints.length) console.log(c.dim(`idem-lab hint ${step.id} again for the next one.`));
+  else console.log(c.dim(`That was the last hint for ${step.id}; idem-lab show ${step.id} has the whole step.`));
   return 0;
 }

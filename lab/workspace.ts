@@ -71,6 +71,7 @@ export function updateState(workspace: string, change: (state: WorkspaceState) =
 
 /** What `layWorkspace` did with each file. */
 export interface LayReport {
+  /** Files copied because they were missing or out of date. */
   written: string[];
   /** Files the learner changed, left alone (without --force). */
   kept: string[];
@@ -90,11 +91,16 @@ export function layWorkspace(dir: string, force: boolean): LayReport {
   const report: LayReport = { written: [], kept: [] };
   for (const [source, target, executable] of LAB_FILES) {
     const dest = path.join(dir, target);
+    const source_ = path.join(LAB_DIR, source);
+    if (fs.existsSync(dest) && sha256(dest) === sha256(source_)) {
+      laid[target] = sha256(dest); // already as shipped: nothing to lay
+      continue;
+    }
     if (fs.existsSync(dest) && !force && sha256(dest) !== laid[target]) {
       report.kept.push(target);
       continue;
     }
-    fs.copyFileSync(path.join(LAB_DIR, source), dest);
+    fs.copyFileSync(source_, dest);
     if (executable) fs.chmodSync(dest, 0o755);
     laid[target] = sha256(dest);
     report.written.push(target);
@@ -111,9 +117,10 @@ export function layWorkspace(dir: string, force: boolean): LayReport {
  */
 export function openWorkspace(dir: string): { workspace: string; command: ServerCommand } {
   const workspace = path.resolve(dir);
-  if (!fs.existsSync(workspace) || !fs.statSync(workspace).isDirectory()) {
+  if (!fs.existsSync(workspace)) {
     throw new SetupError(`no workspace at ${workspace}: the folder does not exist (run idem-lab start there first)`);
   }
+  if (!fs.statSync(workspace).isDirectory()) throw new SetupError(`no workspace at ${workspace}: it is a file, not a folder`);
   const command = configuredCommand(workspace);
   if (!command && !fs.existsSync(path.join(workspace, 'server.py'))) {
     throw new SetupError(`no workspace at ${workspace}: there is no server.py (run idem-lab start there, or pass --dir)`);

@@ -1,6 +1,8 @@
 import { expect } from '../grader/failure.js';
 import { commandKey, describeResponse, parsePaste } from '../grader/paste.js';
 import { raceRound } from '../grader/race.js';
+import { DEFAULT_PAYMENT } from '../grader/http.js';
+import { expectStatus } from '../grader/expect-http.js';
 import type { Step } from './types.js';
 
 /** How many rounds of simultaneous requests the live check sends. */
@@ -47,8 +49,11 @@ export const step: Step = {
   },
   async live(ctx) {
     const server = await ctx.startServer();
+    // One payment first, so a server that sets the database up on its first request has done so.
+    const warmUp = await ctx.pay(server, { key: ctx.freshKey('warmup'), body: DEFAULT_PAYMENT });
+    expectStatus(warmUp, 201, 'A first request with a new key must charge and answer 201.', 'The race rounds need a server that pays at all.');
     for (let round = 1; round <= RACE_ROUNDS; round++) {
-      await raceRound(ctx, [server], round);
+      await raceRound(ctx, [server], round, { lockDatabase: round === 1 });
     }
     return `${RACE_ROUNDS} rounds of 10 simultaneous requests with one key each: one ledger row per round, one answer per key.`;
   },
