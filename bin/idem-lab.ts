@@ -10,6 +10,8 @@ import { SetupError } from '../grader/failure.js';
 // better-sqlite3, execa and marked.
 const lab = () => import('../lab/commands.js');
 const grader = () => import('../grader/check-command.js');
+const cohort = () => import('../grader/grade-command.js');
+const ci = () => import('../lab/ci.js');
 
 function port(value: string): number {
   const n = Number(value);
@@ -70,12 +72,41 @@ program
   .option('--reset', 'start again from the first hint')
   .action((step, opts) => run(async () => (await lab()).hintCommand(step, opts))());
 
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
 program
   .command('check')
   .description('grade steps against your files and your server, live (all steps when none is named)')
   .argument('[steps...]', 'step ids (02) or slugs (replay)')
   .option('--dir <dir>', DIR_HELP)
+  .option('--reporter <name>', 'human (default), json, junit, tap or github; repeat or use commas for several; NAME=FILE writes json, junit or tap to FILE', collect)
+  .option('--output <file>', 'the file the json, junit or tap reporter writes (default: stdout)')
+  .option('--config <file>', 'grading config with "points" and "required" (default: idem-lab.json in the workspace)')
+  .addHelpText('after', '\nExit codes: 0 every required step passed, 1 a required step failed, 2 usage error or a workspace that cannot be graded\n(with json, junit, tap or github the results are still written then, with status error).')
   .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
+
+program
+  .command('grade')
+  .description("grade a cohort: many student workspaces (checkouts of the students' repositories) into a gradebook")
+  .argument('<dirs...>', 'the student workspaces')
+  .option('--jobs <n>', 'how many workspaces to grade at once', '1')
+  .option('--csv <file>', 'write the gradebook as CSV: one row per student, one column per step, score, first failure')
+  .option('--json <file>', "write the gradebook as JSON, with every student's results")
+  .option('--config <file>', 'grading config with "points" and "required" for every student (default: 1 point each, all required)')
+  .option('--timeout <seconds>', 'how long one workspace may take before it is cut off as an error', '180')
+  .addHelpText('after', '\nExit codes: 0 every workspace was graded, 1 some could not be (error rows), 2 usage error.')
+  .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
+
+program
+  .command('ci')
+  .description('set up grading in CI for instructors')
+  .command('init')
+  .description('write a GitHub Actions workflow (and idem-lab.json) into a student template repository')
+  .option('--dir <dir>', 'the template repository (default: the current directory)')
+  .option('--classroom', "add GitHub Classroom's autograding reporter step")
+  .option('--package <spec>', 'what the workflow installs with npm install --global (default: this version of idem-lab)')
+  .option('--force', 'replace an existing .github/workflows/idem-lab.yml')
+  .action((opts) => run(async () => (await ci()).ciInitCommand(opts))());
 
 try {
   if (process.argv.length <= 2) {

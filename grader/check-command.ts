@@ -9,6 +9,9 @@ import type { ServerCommand } from './server.js';
 import { colourFor, formatResult, formatSummary } from './reporters/human.js';
 import type { StepResult } from './types.js';
 import { selectSteps } from '../steps/index.js';
+import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from './grading.js';
+import { chooseReporters, writeReports, type ReporterChoice } from './reporters/index.js';
+import type { GithubOptions } from './reporters/github.js';
 import { openWorkspace, updateState } from '../lab/workspace.js';
 import { workspaceDir, type WorkspaceOptions } from '../lab/commands.js';
 
@@ -79,18 +82,97 @@ export function resolveInterpreter(command: ServerCommand, workspace: string): S
   }
 }
 
-/** `idem-lab check [N...]`: grade, print each verdict as it comes, save them, return the exit code. */
-export async function checkCommand(selectors: string[], options: WorkspaceOptions): Promise<number> {
-  const { workspace, command, steps } = prepareCheck(selectors, options);
+/** Options of `idem-lab check` besides the workspace. */
+export interface CheckOptions extends WorkspaceOptions {
+  /** --reporter values: `NAME` or `NAME=FILE`, comma-separated or repeated (see chooseReporters). */
+  reporter?: string[];
+  /** --output FILE: where the json, junit or tap reporter writes. */
+  output?: string;
+  /** --config FILE: the grading config (points, required); default: the workspace's idem-lab.json. */
+  config?: string;
+}
+
+/**
+ * The exit code for a scored run: 2 when a step could not be graded (the grader's own
+ * error, a setup error), 1 when a required step did not pass, else 0. A server that could
+ * not start fails its steps (1): the checks ran, the learner has work to do.
+ */
+export function exitCodeForReport(report: GradeReport): number {
+  if (report.steps.some((s) => s.result.status === 'error')) return EXIT.setup;
+  return report.requiredPassed ? EXIT.pass : EXIT.fail;
+}
+
+/** Where the github reporter's annotations point: the workspace relative to the repository root, and the server's source file. */
+export function githubOptions(workspace: string, command: ServerCommand, env: NodeJS.ProcessEnv = process.env): GithubOptions {
+  const relative = path.relative(env.GITHUB_WORKSPACE || process.cwd(), workspace).split(path.sep).join('/');
+  const options: GithubOptions = {};
+  if (!relative.startsWith('..') && !path.isAbsolute(relative)) options.workspacePath = relative;
+  const script = command.args.find((arg) => !arg.startsWith('-') && fs.existsSync(path.join(workspace, arg)));
+  if (script && options.workspacePath !== undefined) options.serverFile = script;
+  return options;
+}
+
+/** The grading config of a check: --config, else the workspace's idem-lab.json, else the defaults. */
+function configFor(options: CheckOptions, workspace: string): GradingConfig {
+  return options.config ? readGradingConfig(options.config) : workspaceGradingConfig(workspace);
+}
+
+/**
+ * A check that cannot grade (SetupError) still writes the machine reporters' files, with
+ * status error and the reason, so CI always has a results file; then exits 2.
+ */
+function reportSetupError(err: SetupError, selectors: string[], options: CheckOptions, choices: ReporterChoice[]): number {
+  let steps: ReturnType<typeof selectSteps> = [];
+  let config = defaultGradingConfig();
+  try {
+    steps = selectSteps(selectors);
+  } catch {
+    // an unknown step: the report lists none
+  }
+  try {
+    config = configFor(options, workspaceDir(options));
+  } catch {
+    // the config is what is wrong: the defaults stand in
+  }
+  try {
+    writeReports(setupErrorReport(err.message, config, steps), choices);
+  } finally {
+    console.error(`idem-lab: ${err.message}`);
+  }
+  return EXIT.setup;
+}
+
+/**
+ * `idem-lab check [N...]`: grade, report, save the verdicts, return the exit code (see
+ * exitCodeForReport). The human reporter prints each verdict as it comes; the others
+ * write once grading is done (see reporters/index.ts).
+ * @throws SetupError for a usage error (a wrong --reporter/--output) or, with the human
+ *   reporter only, an unusable workspace; machine reporters get a results file instead
+ */
+export async function checkCommand(selectors: string[], options: CheckOptions): Promise<number> {
+  const choices = chooseReporters(options.reporter ?? [], options.output);
+  const human = choices.some((c) => c.name === 'human');
+  let prepared: ReturnType<typeof prepareCheck>;
+  let config: GradingConfig;
+  try {
+    prepared = prepareCheck(selectors, options);
+    config = configFor(options, prepared.workspace);
+  } catch (err) {
+    if (err instanceof SetupError && choices.some((c) => c.name !== 'human')) return reportSetupError(err, selectors, options, choices);
+    throw err;
+  }
+  const { workspace, command, steps } = prepared;
   installExitHooks();
   const c = colourFor(process.stdout);
   const results = await grade({
     workspace,
     command,
     steps,
-    onResult: (result) => console.log(formatResult(result, c) + '\n'),
+    onResult: human ? (result) => console.log(formatResult(result, c, pointsOf(config, result.id)) + '\n') : undefined,
   });
   saveVerdicts(workspace, results);
-  console.log(formatSummary(results, c));
-  return exitCodeFor(results);
+  const report = scoreResults(results, config);
+  if (human) console.log(formatSummary(results, c, report));
+  writeReports(report, choices, { github: githubOptions(workspace, command) });
+  return exitCodeForReport(report);
 }

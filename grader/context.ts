@@ -39,6 +39,7 @@ export class LiveContext {
   private labelsGiven = 0;
   private readonly command: ServerCommand | undefined;
   private readonly stepId: string;
+  private stoppedFor: string | undefined;
 
   constructor(workspace: string, tmpDir: string, stepId: string, command?: ServerCommand) {
     this.workspace = workspace;
@@ -54,10 +55,31 @@ export class LiveContext {
    * @throws CheckFailed when it does not start (with its output)
    */
   async startServer(): Promise<ServerInstance> {
+    if (this.stoppedFor !== undefined) throw new Error(`grading was stopped: ${this.stoppedFor}`);
     const label = String.fromCharCode(65 + this.labelsGiven++);
     const instance = await startServer({ workspace: this.workspace, dbPath: this.dbPath, providerLog: this.providerLog, label, command: this.command });
     this.servers.push(instance);
+    if (this.stoppedFor !== undefined) {
+      await instance.stop();
+      throw new Error(`grading was stopped: ${this.stoppedFor}`);
+    }
     return instance;
+  }
+
+  /**
+   * Cuts the check short: stops every instance now (so requests in flight fail at once)
+   * and makes any later startServer throw. A server still starting is stopped as soon as
+   * it is up or its start time limit runs out. Never throws.
+   * @param reason one sentence, shown in the verdict
+   */
+  async abort(reason: string): Promise<void> {
+    this.stoppedFor = reason;
+    await this.stopAll();
+  }
+
+  /** How many instances of this check came up (answered GET /health), stopped ones included. */
+  get startedCount(): number {
+    return this.servers.length;
   }
 
   /** Adds advice that does not fail the step (the Notes interface of steps/types.ts). */

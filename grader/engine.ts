@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { LiveContext } from './context.js';
 import { atExit } from './cleanup.js';
-import { CheckFailed } from './failure.js';
+import { CheckFailed, ServerStartFailed } from './failure.js';
 import type { ServerCommand } from './server.js';
 import type { Exchange, StepResult } from './types.js';
 import type { Step } from '../steps/types.js';
@@ -20,6 +20,21 @@ export interface GradeOptions {
   concurrency?: number;
   /** Called with each verdict, in step order, as soon as it and those before it are known. */
   onResult?(result: StepResult): void;
+  /**
+   * When a step's server could not start at all (see StepResult.startFailed), fail the
+   * live checks not yet begun with the same verdict instead of trying to start it again. Bounds
+   * the time a broken repository costs (a server that never listens costs the start time
+   * limit once, not once per step); used by cohort grading. Default false: every live
+   * check tries for itself.
+   */
+  stopAfterStartFailure?: boolean;
+  /**
+   * Cuts grading short when aborted (e.g. a per-workspace time limit): the running live
+   * check's servers are stopped at once, and that step and every later live step get
+   * status `error` with the abort reason (an Error's message, or the reason's text).
+   * File-only steps are still graded: they cannot hang.
+   */
+  signal?: AbortSignal;
 }
 
 /** How many of a failing check's exchanges to show when the check did not pick them. */
@@ -56,11 +71,26 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
     if (err.evidence.ledger) result.ledger = err.evidence.ledger;
     const output = err.evidence.serverOutput ?? ctx?.serverOutput();
     if (output) result.serverOutput = output;
+    if (err instanceof ServerStartFailed && ctx !== undefined && ctx.startedCount === 0) result.startFailed = true;
   } else {
     result.status = 'error';
     result.message = `The grader could not grade this step: ${(err as Error).message ?? String(err)}`;
     if (ctx) result.exchanges = ctx.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN);
   }
+}
+
+/** The sentence an abort signal's reason gives. */
+function abortReason(signal: AbortSignal): string {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason.message : String(reason ?? 'grading was cancelled');
+}
+
+/** Turns a verdict into "stopped": status error with the abort reason, evidence kept. */
+function markStopped(result: StepResult, signal: AbortSignal): void {
+  result.status = 'error';
+  result.message = `Grading was stopped before this step finished: ${abortReason(signal)}`;
+  delete result.why;
+  delete result.startFailed;
 }
 
 async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult> {
@@ -71,7 +101,20 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
   let tmpDir: string | undefined;
   let phase: 'live' | 'file' = 'live';
   let forgetTmpDir: (() => void) | undefined;
+  const { signal } = options;
+  // Only a live check can hang; a file check after an abort is still graded (it is instant).
+  let cut = false;
+  const onAbort = () => {
+    if (phase !== 'live' || !step.live) return;
+    cut = true;
+    void ctx?.abort(signal ? abortReason(signal) : 'grading was cancelled');
+  };
+  signal?.addEventListener('abort', onAbort);
   try {
+    if (signal?.aborted && step.live) {
+      cut = true;
+      throw new Error(abortReason(signal));
+    }
     if (step.live) {
       tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `idem-lab-${step.id}-`));
       const dir = tmpDir;
@@ -97,8 +140,10 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
     result.message = said.join(' ');
   } catch (err) {
     applyFailure(result, err, phase === 'live' ? ctx : undefined);
+    result.failedPart = phase;
     if (phase === 'file' && said.length > 0) result.details.unshift(`The live check passed: ${said[0]}`);
   } finally {
+    signal?.removeEventListener('abort', onAbort);
     if (ctx) {
       await ctx.stopAll();
       result.warnings.push(...ctx.warnings);
@@ -106,12 +151,29 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
     if (tmpDir) fs.rmSync(tmpDir, { recursive: true, force: true });
     forgetTmpDir?.();
   }
+  if (cut && signal) markStopped(result, signal);
   result.ms = Math.round(performance.now() - started);
   return result;
 }
 
 /** How many steps are graded at once by default: live checks wait mostly on the network and on Python starting. */
 export const DEFAULT_STEP_CONCURRENCY = 3;
+
+/**
+ * The verdict on a live step not tried because the server could not start in another
+ * step: the same failure, said to come from that step.
+ */
+function notTriedAgain(step: Step, earlier: StepResult): StepResult {
+  const result = baseResult(step);
+  result.status = 'fail';
+  result.message = earlier.message;
+  if (earlier.why) result.why = earlier.why;
+  result.details = [`Not started again for this step: the server could not start in step ${earlier.id}.`];
+  if (earlier.serverOutput) result.serverOutput = earlier.serverOutput;
+  result.failedPart = 'live';
+  result.startFailed = true;
+  return result;
+}
 
 /**
  * Grades the steps, up to `concurrency` at a time (default 3), each with its own servers,
@@ -129,10 +191,14 @@ export async function grade(options: GradeOptions): Promise<StepResult[]> {
     return { promise, resolve };
   });
   let next = 0;
+  let notStarted: StepResult | undefined;
   const worker = async () => {
     while (next < options.steps.length) {
       const i = next++;
-      pending[i].resolve(await gradeStep(options.steps[i], options));
+      const step = options.steps[i];
+      const result = notStarted && step.live ? notTriedAgain(step, notStarted) : await gradeStep(step, options);
+      if (options.stopAfterStartFailure && result.startFailed && !notStarted) notStarted = result;
+      pending[i].resolve(result);
     }
   };
   const workers = Array.from({ length: Math.min(concurrency, options.steps.length) }, worker);

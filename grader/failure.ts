@@ -29,6 +29,18 @@ export class CheckFailed extends Error {
 }
 
 /**
+ * A CheckFailed raised when a server under test never came up: it exited during start-up
+ * or never answered GET /health within the start time limit. Reporters treat a step whose
+ * first server failed this way as "the server could not start" (see StepResult.startFailed).
+ */
+export class ServerStartFailed extends CheckFailed {
+  constructor(expected: string, why: string, evidence: Evidence = {}) {
+    super(expected, why, evidence);
+    this.name = 'ServerStartFailed';
+  }
+}
+
+/**
  * Throws CheckFailed unless `condition` holds.
  * @throws CheckFailed with the given sentence, reason and evidence
  */

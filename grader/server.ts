@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { execa, type ResultPromise } from 'execa';
-import { CheckFailed } from './failure.js';
+import { ServerStartFailed } from './failure.js';
 import { send } from './http.js';
 import { limits } from './limits.js';
 import { atExit } from './cleanup.js';
@@ -41,10 +41,26 @@ const running = new Set<ServerInstance>();
 atExit(() => killAllServersNow());
 
 /**
- * A free TCP port on 127.0.0.1, as the kernel hands it out for port 0.
- * Another process may take it before the server binds it; startServer retries then.
+ * Ports handed to servers this process started and has not stopped. When several
+ * workspaces are graded at once (idem-lab grade --jobs N), the kernel may hand one port
+ * to two probes before either server binds it: a reserved port is never handed out
+ * again, so one learner's check can never reach another learner's server.
  */
-export function freePort(): Promise<number> {
+const reservedPorts = new Set<number>();
+
+/**
+ * A free TCP port on 127.0.0.1, as the kernel hands it out for port 0, and not reserved
+ * by a server this process is running. Another process may take it before the server
+ * binds it; startServer retries then.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await kernelFreePort();
+    if (!reservedPorts.has(port) || attempt >= 20) return port;
+  }
+}
+
+function kernelFreePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = net.createServer();
     probe.unref();
@@ -131,6 +147,7 @@ export class ServerInstance {
       }
     }
     running.delete(this);
+    reservedPorts.delete(this.port);
   }
 
   /** Stops the group at once, synchronously: for process exit. */
@@ -188,7 +205,7 @@ function addressInUse(output: string): boolean {
 /**
  * Starts one server on a free port and waits until GET /health answers 200.
  * The server runs in its own process group with PORT, IDEM_DB and IDEM_CHARGE_MS set.
- * @throws CheckFailed when it exits during start-up or never answers within readyTimeoutMs;
+ * @throws ServerStartFailed (a CheckFailed) when it exits during start-up or never answers within readyTimeoutMs;
  *   the server's output tail is attached and the process group is stopped first
  */
 export async function startServer(options: StartOptions): Promise<ServerInstance> {
@@ -227,6 +244,7 @@ function spawnServer(options: StartOptions, port: number): ServerInstance {
   });
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
   running.add(instance);
+  reservedPorts.add(port);
   return instance;
 }
 
@@ -236,7 +254,7 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
   let lastAnswer = 'nothing: the port was never open';
   while (performance.now() < deadline) {
     if (instance.hasExited) {
-      throw new CheckFailed(
+      throw new ServerStartFailed(
         `server.py exited during start-up (${instance.exitDescription}) instead of serving on port ${instance.port}.`,
         'A server that cannot start cannot be graded; its own output below says why.',
         { serverOutput: instance.output(), details: [`started as: PORT=${instance.port} IDEM_DB=${instance.dbPath} python3 server.py`] },
@@ -248,7 +266,7 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
     else if (!/refused/.test(health.error ?? '')) lastAnswer = health.error ?? lastAnswer;
     await sleep(25);
   }
-  throw new CheckFailed(
+  throw new ServerStartFailed(
     `server.py did not answer GET /health with 200 on 127.0.0.1:${instance.port} within ${timeoutMs / 1000} s (it got ${lastAnswer}).`,
     'The grader starts the server with PORT set and talks to it on that port only: a server must listen on $PORT on 127.0.0.1.',
     { serverOutput: instance.output(), details: [`started as: PORT=${instance.port} IDEM_DB=${instance.dbPath} python3 server.py`] },

@@ -64,6 +64,14 @@ export interface StepResult {
   ledger?: LedgerRow[];
   /** The tail of a server's own output, when the server misbehaved. */
   serverOutput?: string;
+  /** Which part of the step did not pass: its live check (the server) or its file check; absent on a pass. */
+  failedPart?: 'live' | 'file';
+  /**
+   * True when the step's first server never came up (it exited during start-up or never
+   * answered GET /health in time): the learner's server could not start at all, so the
+   * run as a whole is reported as an error rather than as a failed step.
+   */
+  startFailed?: boolean;
   /** Wall time of the step in ms. */
   ms: number;
 }

@@ -2,6 +2,7 @@ import { Chalk, type ChalkInstance } from 'chalk';
 import { formatExchange, formatLedger } from '../wire.js';
 import { BODY_PREVIEW_CHARS } from '../wire.js';
 import type { StepResult } from '../types.js';
+import { formatPoints, type GradeReport } from '../grading.js';
 
 /**
  * A chalk that colours only when `stream` is a terminal and NO_COLOR is unset or empty
@@ -15,18 +16,21 @@ export function colourFor(stream: NodeJS.WriteStream): ChalkInstance {
 
 const MARK = { pass: '✓', fail: '✗', error: '!' } as const;
 
+/** Indents every line, also the lines inside a multi-line string (a message quoting a server's output). */
 function indent(lines: string[], by = '    '): string[] {
-  return lines.map((line) => (line === '' ? line : by + line));
+  return lines.flatMap((line) => line.split('\n')).map((line) => (line === '' ? line : by + line));
 }
 
 /**
  * One verdict as the learner reads it: a mark, the step, the message; on a failure the
  * reason, what was sent and what came back, the ledger rows, the server's output, and
  * where the hints are.
+ * @param points the step's worth; when given, the header shows `score/points pt`
  */
-export function formatResult(result: StepResult, c: ChalkInstance): string {
+export function formatResult(result: StepResult, c: ChalkInstance, points?: number): string {
   const colour = result.status === 'pass' ? c.green : result.status === 'fail' ? c.red : c.yellow;
-  const lines = [`${colour(MARK[result.status])} ${c.bold(`${result.id} ${result.slug}`)}  ${result.title}  ${c.dim(`(${result.ms} ms)`)}`];
+  const worth = points === undefined ? '' : `  ${formatPoints(result.status === 'pass' ? points : 0)}/${formatPoints(points)} pt`;
+  const lines = [`${colour(MARK[result.status])} ${c.bold(`${result.id} ${result.slug}`)}  ${result.title}${worth}  ${c.dim(`(${result.ms} ms)`)}`];
   lines.push(...indent([result.message]));
   if (result.why) lines.push(...indent([c.dim(`Why it matters: ${result.why}`)]));
   lines.push(...indent(result.details.map((d) => `· ${d}`)));
@@ -50,10 +54,16 @@ export function formatResult(result: StepResult, c: ChalkInstance): string {
   return lines.join('\n');
 }
 
-/** The closing line: `6 of 8 steps pass.` with the failing ids. */
-export function formatSummary(results: StepResult[], c: ChalkInstance): string {
+/**
+ * The closing line: `6 of 8 steps pass.` with the failing ids; with a report, the score
+ * (`Score: 6 of 8 points.`) and, when the run is an error, why.
+ */
+export function formatSummary(results: StepResult[], c: ChalkInstance, report?: GradeReport): string {
   const passed = results.filter((r) => r.status === 'pass').length;
   const failing = results.filter((r) => r.status !== 'pass').map((r) => r.id);
   const line = `${passed} of ${results.length} step${results.length === 1 ? '' : 's'} pass${results.length === 1 ? 'es' : ''}.`;
-  return failing.length === 0 ? c.green(line) : `${c.red(line)} To do: ${failing.join(', ')}.`;
+  let summary = failing.length === 0 ? c.green(line) : `${c.red(line)} To do: ${failing.join(', ')}.`;
+  if (report) summary += ` Score: ${formatPoints(report.score)} of ${formatPoints(report.maxScore)} point${report.maxScore === 1 ? '' : 's'}.`;
+  if (report?.status === 'error' && report.message) summary += `\n${c.yellow(report.message)}`;
+  return summary;
 }

@@ -1,0 +1,108 @@
+/**
+ * `idem-lab grade DIR... [--jobs N] [--csv FILE] [--json FILE] [--config FILE] [--timeout S]`:
+ * grade a cohort of student workspaces into a gradebook (see cohort.ts). Prints a progress
+ * line on a terminal (a line per workspace otherwise) on stderr and the gradebook table
+ * on stdout; writes the CSV and JSON gradebooks when asked.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { formatGradebook, gradebookCsv, gradebookJson, gradeCohort, DEFAULT_WORKSPACE_TIMEOUT_MS, type GradebookRow } from './cohort.js';
+import { SetupError } from './failure.js';
+import { defaultGradingConfig, formatPoints, readGradingConfig } from './grading.js';
+import { limits } from './limits.js';
+import { installExitHooks } from './cleanup.js';
+import { STEPS } from '../steps/index.js';
+
+/** Options of `idem-lab grade`. */
+export interface GradeCommandOptions {
+  /** --jobs: workspaces graded at once (a whole number from 1). */
+  jobs?: string;
+  /** --csv FILE: the gradebook as CSV. */
+  csv?: string;
+  /** --json FILE: the gradebook as JSON, with every student's results. */
+  json?: string;
+  /** --config FILE: points and required steps for every student; default one point each, all required. */
+  config?: string;
+  /** --timeout SECONDS: how long one workspace may take before it is cut off (an error row). */
+  timeout?: string;
+}
+
+/** Exit codes of `idem-lab grade`. */
+export const GRADE_EXIT = { graded: 0, errors: 1, usage: 2 } as const;
+
+function wholeNumber(value: string | undefined, name: string, fallback: number, min = 1): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < min || (name === '--jobs' && !Number.isInteger(n))) {
+    throw new SetupError(`${name} must be ${name === '--jobs' ? 'a whole number' : 'a number'} of ${min} or more, not "${value}"`);
+  }
+  return n;
+}
+
+function write(file: string, text: string): void {
+  try {
+    fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+    fs.writeFileSync(file, text);
+  } catch (err) {
+    throw new SetupError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+/**
+ * Progress of a cohort on `stream` (stderr): one line rewritten in place on a terminal, cut
+ * to its width; a line per finished workspace otherwise.
+ */
+export function cohortProgress(total: number, stream: NodeJS.WriteStream = process.stderr) {
+  const counts = { pass: 0, fail: 0, error: 0 };
+  let running = 0;
+  let done = 0;
+  const tty = stream.isTTY === true;
+  const line = (text: string) => {
+    if (tty) stream.write(`\r\x1b[K${text.slice(0, (stream.columns || 100) - 1)}`);
+    else stream.write(`${text}\n`);
+  };
+  const status = (last?: GradebookRow) =>
+    `[${done}/${total}] ${running} running · ${counts.pass} pass, ${counts.fail} fail, ${counts.error} error${last ? ` · ${last.student}: ${last.status} ${formatPoints(last.score)}/${formatPoints(last.maxScore)}` : ''}`;
+  return {
+    start(_student: string, now: number) {
+      running = now;
+      if (tty) line(status());
+    },
+    row(row: GradebookRow, finished: number) {
+      done = finished;
+      running = Math.max(0, running - 1);
+      counts[row.status]++;
+      if (tty) line(status(row));
+      else line(`[${done}/${total}] ${row.student}: ${row.status} ${formatPoints(row.score)}/${formatPoints(row.maxScore)} (${(row.ms / 1000).toFixed(1)} s)`);
+    },
+    end() {
+      if (tty) stream.write('\r\x1b[K');
+    },
+  };
+}
+
+/**
+ * Grades the workspaces and reports. Exit code: 0 every workspace was graded (whatever
+ * its verdicts), 1 some are error rows (could not grade, server could not start, cut off),
+ * 2 a usage error (nothing graded).
+ * @throws SetupError for a usage error: no folder, a bad --jobs/--timeout, a bad --config
+ */
+export async function gradeCommand(dirs: string[], options: GradeCommandOptions): Promise<number> {
+  if (dirs.length === 0) throw new SetupError('name at least one student workspace: idem-lab grade DIR...');
+  const jobs = wholeNumber(options.jobs, '--jobs', 1);
+  const timeoutMs = Math.round(wholeNumber(options.timeout, '--timeout', DEFAULT_WORKSPACE_TIMEOUT_MS / 1000, 0.001) * 1000);
+  const config = options.config ? readGradingConfig(options.config) : defaultGradingConfig();
+  try {
+    limits();
+  } catch (err) {
+    throw new SetupError((err as Error).message);
+  }
+  installExitHooks();
+  const shown = cohortProgress(dirs.length);
+  const book = await gradeCohort({ dirs, steps: STEPS, config, jobs, timeoutMs, onStart: shown.start, onRow: shown.row });
+  shown.end();
+  console.log(formatGradebook(book, process.stdout.columns || 120));
+  if (options.csv) write(options.csv, gradebookCsv(book));
+  if (options.json) write(options.json, JSON.stringify(gradebookJson(book), null, 2) + '\n');
+  return book.rows.some((r) => r.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;
+}

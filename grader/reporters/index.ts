@@ -1,0 +1,157 @@
+/**
+ * Choosing reporters and sending a report where each one goes. The reporters themselves
+ * are pure functions in this folder; this module is the only one that writes.
+ *
+ *   human   the terminal report (default), on stdout, verdicts as they come
+ *   json    results.json (Exercism v3 + points), to a file or stdout
+ *   junit   JUnit XML, to a file or stdout
+ *   tap     TAP 13, to a file or stdout
+ *   github  GitHub Actions: log groups and annotations on stdout, the job summary to
+ *           $GITHUB_STEP_SUMMARY, the Classroom `result` to $GITHUB_OUTPUT (each when set)
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { SetupError } from '../failure.js';
+import type { GradeReport } from '../grading.js';
+import { formatGithub, type GithubOptions } from './github.js';
+import { formatJson } from './json.js';
+import { formatJunit } from './junit.js';
+import { formatTap } from './tap.js';
+
+/** The reporters there are. */
+export const REPORTER_NAMES = ['human', 'json', 'junit', 'tap', 'github'] as const;
+/** One of REPORTER_NAMES. */
+export type ReporterName = (typeof REPORTER_NAMES)[number];
+
+/** Reporters that write one document, to a file or to stdout. */
+const DOCUMENT_REPORTERS: readonly ReporterName[] = ['json', 'junit', 'tap'];
+
+/** A chosen reporter and where its document goes: a file path, or undefined for stdout. */
+export interface ReporterChoice {
+  name: ReporterName;
+  file?: string;
+}
+
+/**
+ * Reads `--reporter` values (each `NAME` or `NAME=FILE`, several per value with commas)
+ * and `--output FILE` into choices; `human` when none is named. `--output` is where the
+ * one json, junit or tap reporter without its own `=FILE` writes. At most one reporter
+ * may write to stdout besides human and github, which share it.
+ * @throws SetupError (a usage error) for an unknown name, a repeated one, FILE on human or
+ *   github, an --output nothing writes to or that two reporters would share, or two
+ *   documents on stdout
+ */
+export function chooseReporters(values: readonly string[], output?: string): ReporterChoice[] {
+  const choices: ReporterChoice[] = [];
+  for (const item of values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '')) {
+    const eq = item.indexOf('=');
+    const name = (eq < 0 ? item : item.slice(0, eq)).toLowerCase();
+    const file = eq < 0 ? undefined : item.slice(eq + 1);
+    if (!(REPORTER_NAMES as readonly string[]).includes(name)) {
+      throw new SetupError(`unknown reporter "${name}"; the reporters are ${REPORTER_NAMES.join(', ')}`);
+    }
+    if (choices.some((c) => c.name === name)) throw new SetupError(`--reporter ${name} is named twice`);
+    if (file !== undefined && !DOCUMENT_REPORTERS.includes(name as ReporterName)) {
+      throw new SetupError(`the ${name} reporter writes to the terminal and takes no file; only ${DOCUMENT_REPORTERS.join(', ')} do (${name === 'github' ? 'it writes the job summary to $GITHUB_STEP_SUMMARY itself' : 'redirect stdout instead'})`);
+    }
+    if (file === '') throw new SetupError(`--reporter ${name}= needs a file name after =`);
+    choices.push(file === undefined ? { name: name as ReporterName } : { name: name as ReporterName, file });
+  }
+  if (choices.length === 0) choices.push({ name: 'human' });
+  if (output !== undefined) {
+    const open = choices.filter((c) => DOCUMENT_REPORTERS.includes(c.name) && c.file === undefined);
+    if (open.length === 0) throw new SetupError(`--output ${output} needs --reporter json, junit or tap (without its own =FILE) to write there`);
+    if (open.length > 1) throw new SetupError(`--output names one file, but ${open.map((c) => c.name).join(' and ')} would both write to it: give each its own file, e.g. --reporter ${open[1].name}=FILE`);
+    open[0].file = output;
+  }
+  const toStdout = choices.filter((c) => DOCUMENT_REPORTERS.includes(c.name) && c.file === undefined);
+  const shared = choices.filter((c) => c.name === 'human' || c.name === 'github');
+  if (toStdout.length > 1 || (toStdout.length === 1 && shared.length > 0)) {
+    const names = [...toStdout, ...shared].map((c) => c.name).join(' and ');
+    throw new SetupError(`${names} would all write to stdout: send ${toStdout[0].name} to a file with --output FILE`);
+  }
+  return choices;
+}
+
+/** Where the github reporter writes besides stdout, read from the GitHub Actions environment. */
+export interface GithubFiles {
+  /** $GITHUB_STEP_SUMMARY: the job summary file, appended to. */
+  stepSummary?: string;
+  /** $GITHUB_OUTPUT: the step outputs file, appended to. */
+  output?: string;
+}
+
+/** What writeReports needs besides the report. */
+export interface WriteOptions {
+  /** Options of the github reporter (paths for annotations). */
+  github?: GithubOptions;
+  /** The GitHub Actions files; from the environment when absent. */
+  githubFiles?: GithubFiles;
+  /** Where stdout goes (default: process.stdout). */
+  stdout?: (text: string) => void;
+}
+
+/** The GitHub Actions files named by the environment. */
+export function githubFilesFromEnv(env: NodeJS.ProcessEnv = process.env): GithubFiles {
+  const files: GithubFiles = {};
+  if (env.GITHUB_STEP_SUMMARY) files.stepSummary = env.GITHUB_STEP_SUMMARY;
+  if (env.GITHUB_OUTPUT) files.output = env.GITHUB_OUTPUT;
+  return files;
+}
+
+function writeFile(file: string, text: string): void {
+  try {
+    fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+    fs.writeFileSync(file, text);
+  } catch (err) {
+    throw new SetupError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+function appendFile(file: string, text: string): void {
+  try {
+    fs.appendFileSync(file, text);
+  } catch (err) {
+    throw new SetupError(`cannot append to ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+/** The document of a json, junit or tap reporter. */
+export function formatDocument(name: 'json' | 'junit' | 'tap', report: GradeReport): string {
+  if (name === 'json') return formatJson(report);
+  if (name === 'junit') return formatJunit(report, { timestamp: new Date() });
+  return formatTap(report);
+}
+
+/**
+ * Writes the report with every chosen reporter except human (which the caller prints as
+ * verdicts come): documents to their files or stdout; github to stdout and, when set, the
+ * job summary and step output files. Every reporter is tried even when one cannot write.
+ * @throws SetupError naming the first file that could not be written
+ */
+export function writeReports(report: GradeReport, choices: readonly ReporterChoice[], options: WriteOptions = {}): void {
+  const stdout = options.stdout ?? ((text: string) => void process.stdout.write(text));
+  let firstError: unknown;
+  const attempt = (action: () => void) => {
+    try {
+      action();
+    } catch (err) {
+      firstError ??= err;
+    }
+  };
+  for (const choice of choices) {
+    if (choice.name === 'human') continue;
+    if (choice.name === 'github') {
+      const github = formatGithub(report, options.github);
+      const files = options.githubFiles ?? githubFilesFromEnv();
+      stdout(github.log);
+      if (files.stepSummary) attempt(() => appendFile(files.stepSummary as string, github.summary));
+      if (files.output) attempt(() => appendFile(files.output as string, github.output));
+      continue;
+    }
+    const text = formatDocument(choice.name, report);
+    if (choice.file === undefined) stdout(text);
+    else attempt(() => writeFile(choice.file as string, text));
+  }
+  if (firstError) throw firstError;
+}

@@ -1,0 +1,51 @@
+/**
+ * Plain-text pieces of a verdict shared by the machine reporters: the same words the
+ * human reporter prints, without colour, split into the explanation and the transcript.
+ */
+import { Chalk } from 'chalk';
+import { formatResult } from './human.js';
+import type { StepResult } from '../types.js';
+
+const PLAIN = new Chalk({ level: 0 });
+
+/** `02 replay: Replay the stored response`: a step's name in every machine report. */
+export function stepName(result: Pick<StepResult, 'id' | 'slug' | 'title'>): string {
+  return `${result.id} ${result.slug}: ${result.title}`;
+}
+
+/**
+ * Everything the human reporter prints under a verdict's header line, without colour and
+ * without the 4-space indent: the message, why it matters, what was found, what was sent
+ * and what came back, the ledger rows, the server's output, notes and the hint pointer.
+ * Lines end in '\n' only; learner-controlled text (bodies, server output) is included as is.
+ */
+export function plainBody(result: StepResult): string {
+  return formatResult(result, PLAIN)
+    .split('\n')
+    .slice(1)
+    .map((line) => line.replace(/^ {4}/, ''))
+    .join('\n');
+}
+
+/**
+ * Control characters other than tab and newline (ANSI colour codes a server printed, a
+ * stray NUL) as visible escapes like `\x1b`, for formats that cannot carry them (XML 1.0,
+ * YAML) or readers that would act on them.
+ */
+export function visibleControls(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/\r\n/g, '\n').replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\ufffe\uffff]/g, (ch) => {
+    const code = ch.charCodeAt(0);
+    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** At most `max` characters of `text`, marked when shortened. */
+export function truncate(text: string, max: number, marker = '… (truncated)'): string {
+  return text.length <= max ? text : text.slice(0, Math.max(0, max - marker.length)) + marker;
+}
+
+/** At most `max` characters: the end of `text`, marked at the start when shortened (for logs, whose end matters). */
+export function truncateStart(text: string, max: number, marker = '(earlier output cut) …'): string {
+  return text.length <= max ? text : marker + text.slice(text.length - Math.max(0, max - marker.length));
+}

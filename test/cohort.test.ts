@@ -1,0 +1,171 @@
+/**
+ * Grading a cohort: the fixture solutions graded two at a time give the same verdicts as
+ * one at a time; broken repositories (no server.py, a server that crashes at start, one
+ * that never listens, one that hangs on /pay) become error rows in bounded time while the
+ * rest still grade; the CSV and JSON gradebooks read back; nothing is left running.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { parse } from 'csv-parse/sync';
+import { buildWorkspace, FIXTURES_DIR, referenceFiles, solutionNames } from '../fixtures/build.js';
+import { gradeCohort, gradebookCsv, studentNames, type Gradebook } from '../grader/cohort.js';
+import { cohortProgress } from '../grader/grade-command.js';
+import { defaultGradingConfig, parseGradingConfig } from '../grader/grading.js';
+import { runningServerCount } from '../grader/server.js';
+import { STEPS } from '../steps/index.js';
+import { runCli, serversUnder, tempDir } from './support.js';
+import { RESULTS_SCHEMA } from './ci-support.js';
+import { Ajv } from 'ajv';
+
+const BROKEN = ['crash-at-start', 'never-listens', 'pay-hangs'] as const;
+
+let root: { dir: string; remove: () => void };
+let solutions: string[];
+let oneByOne: Gradebook;
+
+before(async () => {
+  root = tempDir('idem-lab-cohort-');
+  solutions = solutionNames();
+  for (const name of solutions) buildWorkspace(path.join(root.dir, name), name);
+  for (const name of BROKEN) {
+    const dir = path.join(root.dir, name);
+    buildWorkspace(dir, 'reference');
+    fs.copyFileSync(path.join(FIXTURES_DIR, 'misbehaving', name, 'server.py'), path.join(dir, 'server.py'));
+  }
+  const noServer = path.join(root.dir, 'no-server');
+  fs.mkdirSync(noServer);
+  for (const [file, text] of Object.entries(referenceFiles())) fs.writeFileSync(path.join(noServer, file), text);
+  oneByOne = await gradeCohort({ dirs: solutions.map((s) => path.join(root.dir, s)), steps: STEPS, config: defaultGradingConfig(), jobs: 1 });
+});
+
+after(() => {
+  assert.equal(runningServerCount(), 0);
+  assert.deepEqual(serversUnder(root.dir), []);
+  root.remove();
+});
+
+test('one at a time: every solution graded, reference passes, starter fails 02-06', () => {
+  assert.deepEqual(oneByOne.rows.map((r) => r.student), solutions);
+  const row = (name: string) => oneByOne.rows[solutions.indexOf(name)];
+  assert.equal(row('reference').status, 'pass');
+  assert.equal(row('reference').score, 8);
+  assert.deepEqual(STEPS.map((s) => row('starter').steps[s.id]), ['pass', 'fail', 'fail', 'fail', 'fail', 'fail', 'pass', 'pass']);
+  assert.match(row('starter').firstFailure, /^02 replay: Replay the stored response: The retry must get the stored first response back unchanged/);
+  assert.ok(oneByOne.rows.every((r) => r.status !== 'error'), oneByOne.rows.map((r) => `${r.student}: ${r.firstFailure}`).join('\n'));
+});
+
+test('idem-lab grade --jobs 2: the same verdicts as one at a time; broken repositories are error rows; gradebooks written', async () => {
+  const out = path.join(root.dir, 'out');
+  const dirs = [...solutions, ...BROKEN, 'no-server'];
+  const started = performance.now();
+  const run = await runCli(['grade', ...dirs, '--jobs', '2', '--csv', path.join(out, 'grades.csv'), '--json', path.join(out, 'grades.json')], {
+    cwd: root.dir,
+    env: { IDEM_LAB_START_TIMEOUT_MS: '2000', IDEM_LAB_REQUEST_TIMEOUT_MS: '3000' },
+    timeoutMs: 240_000,
+  });
+  const seconds = (performance.now() - started) / 1000;
+  assert.equal(run.exitCode, 1, `error rows make exit code 1\n${run.stderr}`);
+  assert.match(run.stderr, new RegExp(`^\\[${dirs.length}/${dirs.length}\\] `, 'm'), 'a progress line per workspace off a terminal');
+
+  const book = JSON.parse(fs.readFileSync(path.join(out, 'grades.json'), 'utf8'));
+  assert.equal(book.jobs, 2);
+  assert.deepEqual(book.students.map((s: { student: string }) => s.student), dirs);
+  const validResults = new Ajv().compile(RESULTS_SCHEMA);
+  for (const [i, name] of solutions.entries()) {
+    const student = book.students[i];
+    assert.deepEqual(
+      STEPS.map((s) => student.steps[s.id].status),
+      STEPS.map((s) => oneByOne.rows[i].steps[s.id]),
+      `${name}: the same verdicts with --jobs 2 as one at a time`,
+    );
+    assert.equal(student.score, oneByOne.rows[i].score);
+    assert.ok(validResults(student.results), `${name}: its results.json is valid`);
+  }
+  const byName = (name: string) => book.students[dirs.indexOf(name)];
+  for (const name of [...BROKEN, 'no-server']) assert.equal(byName(name).status, 'error', `${name} is an error row`);
+  assert.match(byName('crash-at-start').first_failure, /^The server could not start.*exited during start-up \(exit code 1\)/);
+  assert.match(byName('never-listens').first_failure, /^The server could not start.*did not answer GET \/health with 200 .* within 2 s/);
+  assert.match(byName('pay-hangs').first_failure, /^The server answered no request in time \(it hangs\).*got no answer: no answer within 3000 ms/);
+  assert.match(byName('no-server').first_failure, /there is no server\.py/);
+  for (const name of BROKEN) assert.deepEqual([byName(name).steps['01'].status, byName(name).steps['07'].status], ['pass', 'pass'], `${name}: file steps still graded`);
+  assert.ok(byName('never-listens').ms < 8000, `a server that never listens costs the start limit about once (${byName('never-listens').ms} ms)`);
+  assert.ok(byName('pay-hangs').ms < 15_000, `a hanging server costs a few request time limits (${byName('pay-hangs').ms} ms)`);
+  assert.ok(seconds < 200, `the cohort took ${seconds.toFixed(0)} s`);
+
+  const csv = parse(fs.readFileSync(path.join(out, 'grades.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
+  assert.deepEqual(Object.keys(csv[0]), ['student', 'path', 'status', ...STEPS.map((s) => `${s.id}-${s.slug}`), 'score', 'max_score', 'first_failure']);
+  assert.equal(csv.length, dirs.length);
+  csv.forEach((record, i) => {
+    const student = book.students[i];
+    assert.equal(record.student, dirs[i]);
+    assert.equal(record.path, path.join(root.dir, dirs[i]));
+    assert.equal(record.status, student.status);
+    assert.deepEqual(STEPS.map((s) => record[`${s.id}-${s.slug}`]), STEPS.map((s) => student.steps[s.id].status));
+    assert.equal(Number(record.score), student.score);
+    assert.equal(Number(record.max_score), 8);
+    assert.equal(record.first_failure, student.first_failure.replace(/\s*\n\s*/g, ' '));
+  });
+
+  assert.match(run.stdout, /^student +status +01 02 03 04 05 06 07 08 +score +first failure$/m);
+  assert.match(run.stdout, /^reference +pass +(✓ +){8}8\/8 *$/m);
+  assert.match(run.stdout, new RegExp(`${dirs.length} workspaces graded in [\\d.]+ s with --jobs 2: \\d+ pass, \\d+ fail, 4 error\\.`));
+  assert.deepEqual(serversUnder(root.dir), [], 'no server left running');
+});
+
+test('--timeout cuts off a workspace that takes too long: an error row, its servers stopped', async () => {
+  const out = path.join(root.dir, 'cut.json');
+  const started = performance.now();
+  const run = await runCli(['grade', 'pay-hangs', '--timeout', '2', '--json', out], { cwd: root.dir, env: { IDEM_LAB_REQUEST_TIMEOUT_MS: '8000' } });
+  assert.equal(run.exitCode, 1);
+  const [hanging] = JSON.parse(fs.readFileSync(out, 'utf8')).students;
+  assert.equal(hanging.status, 'error');
+  assert.match(hanging.first_failure, /^Step 02 could not be graded\. Grading was stopped before this step finished: the workspace took longer than 2 s to grade, so it was cut off\.?$/);
+  assert.deepEqual([hanging.steps['01'].status, hanging.steps['08'].status], ['pass', 'pass'], 'file steps are still graded');
+  assert.ok(hanging.ms < 5000, `cut off at about 2 s (${hanging.ms} ms), not after the 8 s request limit`);
+  assert.ok((performance.now() - started) / 1000 < 60);
+  assert.deepEqual(serversUnder(path.join(root.dir, 'pay-hangs')), []);
+});
+
+test('points from --config weigh every student alike; a bad --jobs is a usage error', async () => {
+  const config = parseGradingConfig({ points: { '02': 4 } }, 't');
+  const book = await gradeCohort({ dirs: [path.join(root.dir, 'no-server')], steps: STEPS, config });
+  assert.deepEqual([book.maxScore, book.rows[0].maxScore, book.rows[0].score], [11, 11, 0]);
+  const usage = await runCli(['grade', 'x', '--jobs', '0']);
+  assert.equal(usage.exitCode, 2);
+  assert.match(usage.stderr, /--jobs must be a whole number of 1 or more, not "0"/);
+  assert.equal((await runCli(['grade'])).exitCode, 2);
+});
+
+test('the gradebook CSV keeps spreadsheets from running a cell as a formula', () => {
+  const book: Gradebook = {
+    steps: [],
+    rows: [{ student: '=HYPERLINK("x")', path: '/w', status: 'fail', steps: {}, score: 0, maxScore: 0, firstFailure: '+1 -2\nnext', ms: 0, report: { steps: [], status: 'fail', score: 0, maxScore: 0, requiredPassed: false } }],
+    maxScore: 0,
+    jobs: 1,
+    ms: 0,
+    startedAt: new Date(),
+  };
+  const [record] = parse(gradebookCsv(book), { columns: true }) as Record<string, string>[];
+  assert.equal(record.student, `'=HYPERLINK("x")`);
+  assert.equal(record.first_failure, `'+1 -2 next`);
+});
+
+test('row names are folder names, paths only where two folders share a name', () => {
+  assert.deepEqual(studentNames(['a/alice', 'b/bob', 'c/alice'], '/cohort'), ['a/alice', 'bob', 'c/alice']);
+  assert.deepEqual(studentNames(['/x/alice/'], '/cohort'), ['alice']);
+});
+
+test('on a terminal the progress is one line rewritten in place', () => {
+  const written: string[] = [];
+  const stream = { isTTY: true, columns: 60, write: (text: string) => written.push(text) } as unknown as NodeJS.WriteStream;
+  const shown = cohortProgress(3, stream);
+  shown.start('alice', 1);
+  const row = { student: 'alice', status: 'fail', score: 6, maxScore: 8 } as Parameters<typeof shown.row>[0];
+  shown.row(row, 1);
+  shown.end();
+  assert.ok(written.every((w) => w.startsWith('\r\x1b[K') && !w.includes('\n')), JSON.stringify(written));
+  assert.match(written[1], /\[1\/3\] 0 running · 0 pass, 1 fail, 0 error · alice: fail 6\/8/);
+  assert.ok(written.every((w) => w.length <= 60 + 4), 'cut to the terminal width');
+});

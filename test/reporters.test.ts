@@ -1,0 +1,293 @@
+/**
+ * Every machine reporter's output parsed back with a real parser and checked against the
+ * verdicts: results.json against a JSON schema (ajv), JUnit with an XML parser
+ * (fast-xml-parser), TAP with tap-parser, the github log with a model of the runner's
+ * workflow-command parsing, its job summary with a Markdown lexer (marked), and the
+ * Classroom result decoded from base64 against its schema. The verdicts are real: the
+ * starter graded, and a server that prints workflow commands and XML then crashes.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Ajv } from 'ajv';
+import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import { marked, type Tokens } from 'marked';
+import { Parser } from 'tap-parser';
+import { grade } from '../grader/engine.js';
+import { resolveInterpreter } from '../grader/check-command.js';
+import { DEFAULT_COMMAND, runningServerCount } from '../grader/server.js';
+import { defaultGradingConfig, parseGradingConfig, scoreResults, setupErrorReport, type GradeReport } from '../grader/grading.js';
+import { formatJson } from '../grader/reporters/json.js';
+import { formatJunit } from '../grader/reporters/junit.js';
+import { formatTap } from '../grader/reporters/tap.js';
+import { escapeData, formatGithub } from '../grader/reporters/github.js';
+import { stepName, visibleControls } from '../grader/reporters/plain.js';
+import { chooseReporters } from '../grader/reporters/index.js';
+import type { StepResult } from '../grader/types.js';
+import { STEPS } from '../steps/index.js';
+import { fixtureWorkspace } from './support.js';
+import { CLASSROOM_SCHEMA, RESULTS_SCHEMA, misbehavingWorkspace, verdict } from './ci-support.js';
+
+const ajv = new Ajv({ allErrors: true });
+const validResults = ajv.compile(RESULTS_SCHEMA);
+const validClassroom = ajv.compile(CLASSROOM_SCHEMA);
+
+let starter: StepResult[];
+let forged: StepResult[];
+
+before(async () => {
+  const s = fixtureWorkspace('starter');
+  const f = misbehavingWorkspace('prints-commands');
+  try {
+    starter = await grade({ workspace: s.dir, steps: STEPS, command: resolveInterpreter(DEFAULT_COMMAND, s.dir) });
+    forged = await grade({ workspace: f.dir, steps: STEPS, command: resolveInterpreter(DEFAULT_COMMAND, f.dir), stopAfterStartFailure: true });
+  } finally {
+    s.remove();
+    f.remove();
+  }
+});
+
+after(() => {
+  assert.equal(runningServerCount(), 0);
+});
+
+/** The reports every reporter is checked on: real verdicts under two configs, a step in error, a setup error. */
+function reports(): Array<[string, GradeReport]> {
+  const weighted = parseGradingConfig({ points: { '02': 2, '05': 3, '08': 0.5 }, required: ['01', '02'] }, 'test');
+  return [
+    ['starter', scoreResults(starter, defaultGradingConfig())],
+    ['starter, weighted', scoreResults(starter, weighted)],
+    ['server printing commands', scoreResults(forged, defaultGradingConfig())],
+    ['a step in error', scoreResults([verdict('01', 'pass'), verdict('02', 'error', 'The grader could not grade this step: EMFILE\n::error::x')], defaultGradingConfig())],
+    ['setup error', setupErrorReport('no workspace at /x: there is no server.py', defaultGradingConfig(), STEPS.slice(0, 3))],
+  ];
+}
+
+test('the verdicts the reporters are checked on are the expected ones', () => {
+  assert.deepEqual(starter.map((r) => r.status), ['pass', 'fail', 'fail', 'fail', 'fail', 'fail', 'pass', 'pass']);
+  assert.deepEqual(forged.map((r) => r.status), ['pass', 'fail', 'fail', 'fail', 'fail', 'fail', 'pass', 'pass']);
+  assert.ok(forged[1].startFailed);
+  assert.match(forged[1].serverOutput ?? '', /::add-mask::secret/);
+});
+
+test('json: results.json matches the schema and every test its verdict and points', () => {
+  for (const [name, report] of reports()) {
+    const parsed = JSON.parse(formatJson(report));
+    assert.ok(validResults(parsed), `${name}: ${ajv.errorsText(validResults.errors)}`);
+    assert.equal(parsed.status, report.status, name);
+    assert.equal(parsed.score, report.score);
+    assert.equal(parsed.max_score, report.maxScore);
+    assert.deepEqual(
+      parsed.tests.map((t: { name: string; status: string; score: number; max_score: number; task_id: number }) => [t.name, t.status, t.score, t.max_score, t.task_id]),
+      report.steps.map((s) => [stepName(s.result), s.result.status, s.score, s.points, Number(s.result.id)]),
+      name,
+    );
+  }
+  const starterJson = JSON.parse(formatJson(reports()[0][1]));
+  assert.match(starterJson.tests[1].message, /What was sent and what came back:\n {2}\[A\] POST \/pay {2}Idempotency-Key: 02-replay-/);
+  assert.match(starterJson.tests[1].output, /POST \/pay HTTP\/1\.1" 201/, 'output is what the server printed');
+  const weighted = JSON.parse(formatJson(reports()[1][1]));
+  assert.deepEqual([weighted.score, weighted.max_score], [1 + 1 + 0.5, 1 + 2 + 1 + 1 + 3 + 1 + 1 + 0.5], '01, 07 and 08 pass');
+  const forgedJson = JSON.parse(formatJson(reports()[2][1]));
+  assert.equal(forgedJson.status, 'error');
+  assert.match(forgedJson.message, /^The server could not start, so its steps could not be checked\. server\.py exited during start-up \(exit code 3\)/);
+  const setup = JSON.parse(formatJson(reports()[4][1]));
+  assert.deepEqual([setup.status, setup.message, setup.tests.length, setup.score, setup.max_score], ['error', 'no workspace at /x: there is no server.py', 3, 0, 3]);
+});
+
+test('junit: well-formed XML with one testcase per step, failures carrying the message and the transcript', () => {
+  const parser = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '', isArray: (tag) => ['testcase', 'property', 'testsuite'].includes(tag) });
+  for (const [name, report] of reports()) {
+    const xml = formatJunit(report, { timestamp: new Date('2026-01-02T03:04:05Z') });
+    assert.equal(XMLValidator.validate(xml), true, `${name}: well-formed`);
+    const doc = parser.parse(xml);
+    assert.equal(doc.testsuites.testsuite.length, 1);
+    const suite = doc.testsuites.testsuite[0];
+    assert.equal(suite.timestamp, '2026-01-02T03:04:05');
+    assert.equal(Number(suite.tests), report.steps.length, name);
+    assert.equal(Number(suite.failures), report.steps.filter((s) => s.result.status === 'fail').length);
+    assert.equal(Number(suite.errors), report.steps.filter((s) => s.result.status === 'error').length);
+    const props = Object.fromEntries(suite.properties.property.map((p: { name: string; value: string }) => [p.name, p.value]));
+    assert.equal(Number(props.score), report.score);
+    assert.equal(Number(props.max_score), report.maxScore);
+    assert.equal(props.status, report.status);
+    assert.equal(suite.testcase.length, report.steps.length, `${name}: no forged testcase`);
+    suite.testcase.forEach((tc: Record<string, { message: string; '#text': string } | string>, i: number) => {
+      const { result, points } = report.steps[i];
+      assert.equal(tc.name, stepName(result));
+      assert.equal(Number(props[`points.${result.id}`]), points);
+      const failure = tc.failure as { message: string; '#text': string } | undefined;
+      const error = tc.error as { message: string; '#text': string } | undefined;
+      if (result.status === 'pass') assert.ok(!failure && !error, `${result.id} passes`);
+      const carried = result.status === 'fail' ? failure : result.status === 'error' ? error : undefined;
+      if (result.status !== 'pass') {
+        assert.ok(carried, `${name} ${result.id}: <${result.status === 'fail' ? 'failure' : 'error'}>`);
+        assert.equal(carried.message, visibleControls(result.message).replace(/\s*\n\s*/g, ' '), 'the message attribute is one line');
+        assert.ok(carried['#text'].startsWith(visibleControls(result.message)));
+      }
+    });
+  }
+  const forgedSuite = parser.parse(formatJunit(reports()[2][1])).testsuites.testsuite[0];
+  const text = forgedSuite.testcase[1].failure['#text'] as string;
+  assert.match(text, /<\/failure><\/testcase><testcase name="forged"\/><!\[CDATA\[ \]\]>/, 'markup from the server is text');
+  assert.match(text, /\\x1b\[31mred\\x1b\[0m nul:\\x00 bell:\\x07/, 'control characters are shown, not embedded');
+  const starterSuite = parser.parse(formatJunit(reports()[0][1])).testsuites.testsuite[0];
+  assert.match(starterSuite.testcase[1].failure['#text'], /What was sent and what came back:/);
+  assert.equal(starterSuite.testcase[1].file, undefined, '02 has no learner file');
+  assert.equal(starterSuite.testcase[2].file, '03-nokey.txt');
+});
+
+test('tap: valid TAP 13 with one test point per step and its points in the YAML block', () => {
+  for (const [name, report] of reports()) {
+    const tap = formatTap(report);
+    const events = Parser.parse(tap);
+    const kinds = events.map((e) => e[0]);
+    assert.ok(!kinds.includes('extra'), `${name}: every line is TAP: ${JSON.stringify(events.filter((e) => e[0] === 'extra'))}`);
+    assert.ok(!kinds.includes('bailout'), `${name}: no bail out`);
+    assert.equal(events[0][0], 'version');
+    assert.equal(events[0][1], 13);
+    const plan = events.find((e) => e[0] === 'plan')?.[1];
+    assert.deepEqual([plan.start, plan.end], [1, report.steps.length]);
+    const asserts = events.filter((e) => e[0] === 'assert').map((e) => e[1]);
+    assert.equal(asserts.length, report.steps.length, `${name}: no forged test point`);
+    asserts.forEach((point, i) => {
+      const { result, points, score, required } = report.steps[i];
+      assert.equal(point.id, i + 1);
+      assert.equal(point.ok, result.status === 'pass', `${name} ${result.id}`);
+      assert.equal(point.name, stepName(result));
+      assert.equal(point.diag.status, result.status);
+      assert.deepEqual([point.diag.points, point.diag.score, point.diag.required], [points, score, required]);
+      if (result.status !== 'pass') assert.equal(point.diag.message, visibleControls(result.message).replace(/\s+$/, ''));
+    });
+    const complete = events.find((e) => e[0] === 'complete')?.[1];
+    assert.equal(complete.ok, report.status === 'pass');
+    assert.equal(complete.pass, report.steps.filter((s) => s.result.status === 'pass').length);
+  }
+  const forgedPoint = Parser.parse(formatTap(reports()[2][1])).filter((e) => e[0] === 'assert')[1][1];
+  assert.match(forgedPoint.diag.details, /\n {2}not ok 99 - forged test point\n {4}\.\.\.\n {2}Bail out! forged\n/, 'TAP from the server stays inside the YAML block, unchanged');
+});
+
+/** One workflow command as the Actions runner would see it. */
+interface Command {
+  name: string;
+  properties: string;
+  data: string;
+}
+
+/**
+ * The workflow commands a runner would act on in `log`: `::name props::data` on a line
+ * (leading whitespace allowed), none between ::stop-commands::TOKEN and ::TOKEN::, and
+ * the legacy `##[` form anywhere in a line.
+ */
+function workflowCommands(log: string): Command[] {
+  const commands: Command[] = [];
+  let stoppedUntil: string | undefined;
+  for (const raw of log.split(/\r?\n/)) {
+    const line = raw.trim();
+    if (stoppedUntil !== undefined) {
+      if (line === `::${stoppedUntil}::`) stoppedUntil = undefined;
+      continue;
+    }
+    if (line.includes('##[')) commands.push({ name: 'legacy', properties: '', data: line });
+    const match = /^::([A-Za-z-]+)(?: ([^:]*))?::(.*)$/.exec(line);
+    if (!match) continue;
+    const [, name, properties = '', data] = match;
+    if (name === 'stop-commands') stoppedUntil = data;
+    commands.push({ name, properties, data });
+  }
+  return commands;
+}
+
+function unescapeData(data: string): string {
+  return data.replace(/%0D/g, '\r').replace(/%0A/g, '\n').replace(/%25/g, '%');
+}
+
+test('github: only the reporter issues workflow commands; learner text is stopped or escaped', () => {
+  for (const [name, report] of reports()) {
+    const github = formatGithub(report, { workspacePath: 'lab', serverFile: 'server.py' });
+    const commands = workflowCommands(github.log);
+    assert.deepEqual([...new Set(commands.map((c) => c.name))].filter((n) => !['group', 'endgroup', 'stop-commands', 'error', 'warning', 'notice'].includes(n)), [], name);
+    assert.equal(commands.filter((c) => c.name === 'group').length, report.steps.length, `${name}: one group per step`);
+    assert.equal(commands.filter((c) => c.name === 'endgroup').length, report.steps.length, `${name}: no forged endgroup`);
+    const errors = commands.filter((c) => c.name === 'error');
+    const failing = report.steps.filter((s) => s.result.status !== 'pass');
+    assert.equal(errors.length, failing.length + (report.status === 'error' ? 1 : 0), `${name}: one ::error per step that did not pass`);
+    for (const { result } of failing) {
+      const annotation = errors.find((c) => c.properties.includes(`title=${result.id} ${result.slug}%3A`));
+      assert.ok(annotation, `${name} ${result.id} annotated`);
+      const file = result.failedPart === 'file' ? `lab/${result.file}` : result.failedPart === 'live' ? 'lab/server.py' : undefined;
+      assert.equal(/file=([^,]*)/.exec(annotation.properties)?.[1], file, `${name} ${result.id} points at the learner's file`);
+      assert.ok(unescapeData(annotation.data).startsWith(visibleControls(result.message).replace(/::/g, ': :').replace(/##\[/g, '# #[')), `${name} ${result.id} message round-trips`);
+    }
+    assert.ok(!commands.some((c) => /forged|secret/.test(c.properties) || (c.name !== 'error' && /forged|secret/.test(c.data))), `${name}: no forged command`);
+    const notice = commands.find((c) => c.name === 'notice');
+    assert.match(notice?.data ?? '', new RegExp(`${report.steps.filter((s) => s.result.status === 'pass').length} of ${report.steps.length} steps pass · ${report.score}/${report.maxScore} points`));
+  }
+  const forgedLog = formatGithub(reports()[2][1]).log;
+  assert.match(forgedLog, /\n {2}::set-output name=result::eyJ2ZXJzaW9uIjoxfQ==\n/, 'the forged lines are in the log, as text');
+});
+
+test('github: an annotation message cannot start a new line or a second command', () => {
+  const escaped = escapeData('first\r\n::error::second\n%0A 100%');
+  assert.equal(escaped, 'first%0A: :error: :second%0A%250A 100%25');
+  assert.ok(!/[\r\n]/.test(escaped));
+  const report = scoreResults([verdict('03', 'fail', 'bad\n::set-output name=x::y\n##[error]z', { failedPart: 'file' })], defaultGradingConfig());
+  const commands = workflowCommands(formatGithub(report).log);
+  assert.deepEqual(commands.filter((c) => !['group', 'endgroup', 'stop-commands'].includes(c.name)).map((c) => c.name), ['error', 'notice']);
+});
+
+test('github: the job summary is a Markdown table, one row per step, transcripts in code blocks', () => {
+  for (const [name, report] of reports()) {
+    const tokens = marked.lexer(formatGithub(report).summary);
+    const table = tokens.find((t): t is Tokens.Table => t.type === 'table');
+    assert.ok(table, name);
+    assert.deepEqual(table.header.map((h) => h.text), ['Step', 'Result', 'Points', 'Required', 'What the grader found']);
+    assert.equal(table.rows.length, report.steps.length, `${name}: no forged row`);
+    table.rows.forEach((row, i) => {
+      const { result, points, score } = report.steps[i];
+      assert.equal(row.length, 5);
+      assert.match(row[1].text, new RegExp(result.status));
+      assert.equal(row[2].text, `${score}/${points}`);
+    });
+  }
+  const forgedTokens = marked.lexer(formatGithub(reports()[2][1]).summary);
+  const code = forgedTokens.filter((t): t is Tokens.Code => t.type === 'code');
+  assert.equal(code.length, 5, 'one transcript per failed step');
+  assert.match(code[0].text, /```\n {2}\\x1b\[31mred/, 'a fence in the server output does not close the block');
+  assert.match(code[0].text, /\| forged \| table \| row \|/);
+});
+
+test('github: the Classroom result decodes to the autograding reporter format', () => {
+  const [[, starterReport], [, weighted], [, forgedReport]] = reports();
+  for (const [report, status] of [
+    [starterReport, 'fail'],
+    [weighted, 'fail'],
+    [forgedReport, 'error'],
+    [scoreResults(starter, parseGradingConfig({ required: ['01', '07'] }, 't')), 'pass'],
+  ] as const) {
+    const { output } = formatGithub(report);
+    const match = /^result=([A-Za-z0-9+/=]+)\n$/.exec(output);
+    assert.ok(match, 'one line: result=<base64>');
+    const decoded = JSON.parse(Buffer.from(match[1], 'base64').toString('utf8'));
+    assert.ok(validClassroom(decoded), ajv.errorsText(validClassroom.errors));
+    assert.equal(decoded.status, status, 'pass when every required step passed');
+    assert.equal(decoded.max_score, report.maxScore);
+    assert.equal(decoded.tests.reduce((sum: number, t: { score: number }) => sum + t.score, 0), report.score, 'the reporter sums the tests\' scores');
+    assert.deepEqual(decoded.tests.map((t: { status: string }) => t.status), report.steps.map((s) => s.result.status));
+  }
+});
+
+test('reporter choice: names, files, --output, and what may share stdout', () => {
+  assert.deepEqual(chooseReporters([]), [{ name: 'human' }]);
+  assert.deepEqual(chooseReporters(['json'], 'r.json'), [{ name: 'json', file: 'r.json' }]);
+  assert.deepEqual(chooseReporters(['github,json'], 'r.json'), [{ name: 'github' }, { name: 'json', file: 'r.json' }]);
+  assert.deepEqual(chooseReporters(['github', 'junit=j.xml', 'json'], 'r.json'), [{ name: 'github' }, { name: 'junit', file: 'j.xml' }, { name: 'json', file: 'r.json' }]);
+  assert.deepEqual(chooseReporters(['TAP']), [{ name: 'tap' }]);
+  assert.deepEqual(chooseReporters(['human', 'github']), [{ name: 'human' }, { name: 'github' }]);
+  assert.throws(() => chooseReporters(['xml']), /unknown reporter "xml"; the reporters are human, json, junit, tap, github/);
+  assert.throws(() => chooseReporters(['json', 'json']), /named twice/);
+  assert.throws(() => chooseReporters(['github=x']), /takes no file/);
+  assert.throws(() => chooseReporters([], 'r.json'), /--output r\.json needs --reporter json, junit or tap/);
+  assert.throws(() => chooseReporters(['json', 'junit'], 'r'), /would both write to it/);
+  assert.throws(() => chooseReporters(['json', 'junit']), /would all write to stdout/);
+  assert.throws(() => chooseReporters(['github', 'json']), /would all write to stdout: send json to a file/);
+});
