@@ -1,10 +1,12 @@
 /**
  * `npm run bench`: wall-clock medians of whole idem-lab commands as a user runs them,
  * on the fixture workspaces. Timing is measured here, never asserted in a test: these
- * machines are shared and noisy. Runs per command: BENCH_RUNS (default 5).
+ * machines are shared and noisy. Runs per command: BENCH_RUNS (default 5); then one
+ * `idem-lab grade` of a 20-workspace cohort per --jobs value (bench/cohort.ts).
  */
 import { execa } from 'execa';
 import { CLI, fixtureWorkspace } from '../test/support.js';
+import { benchCohort, formatCohortBench } from './cohort.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 
@@ -51,6 +53,8 @@ try {
     const times = await time(c);
     console.log(`${c.label.padEnd(48)} ${median(times).toFixed(0).padStart(6)} ms   (min ${Math.min(...times).toFixed(0)}, max ${Math.max(...times).toFixed(0)})`);
   }
+  console.log(`\ncohort grading, one run per --jobs value (BENCH_COHORT=0 skips it)`);
+  if (process.env.BENCH_COHORT !== '0') for (const line of formatCohortBench(await benchCohort())) console.log(line);
 } finally {
   reference.remove();
   starter.remove();

