@@ -5,10 +5,11 @@ import { SetupError } from './failure.js';
 import { grade } from './engine.js';
 import { limits } from './limits.js';
 import { installExitHooks, type ServerCommand } from './server.js';
-import { colourFor, formatResult, formatSummary } from './reporters/human.js';
+import { colourFor, formatProgress, formatResult, formatSummary } from './reporters/human.js';
 import type { StepResult } from './types.js';
-import { selectSteps } from '../steps/index.js';
-import { openWorkspace, updateState } from '../lab/workspace.js';
+import { STEPS, selectSteps } from '../steps/index.js';
+import { openWorkspace, readState, updateState } from '../lab/workspace.js';
+import { DEFAULT_PORT } from '../lab/runner.js';
 import { workspaceDir, type WorkspaceOptions } from '../lab/commands.js';
 
 /** Exit codes of `idem-lab check`: every step passed, some failed, or grading could not run. */
@@ -22,8 +23,14 @@ export function commandExists(file: string): boolean {
   return (process.env.PATH ?? '').split(path.delimiter).some((dir) => dir !== '' && fs.existsSync(path.join(dir, file)));
 }
 
+/** How many of the lab's steps pass, by the verdicts saved in the workspace. */
+export function passedCount(workspace: string): number {
+  const steps = readState(workspace).steps ?? {};
+  return STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
+}
+
 /** Records each verdict for `idem-lab status`; a workspace that cannot be written to is graded all the same. */
-function saveVerdicts(workspace: string, results: StepResult[]): void {
+export function saveVerdicts(workspace: string, results: StepResult[]): void {
   const now = new Date().toISOString();
   try {
     updateState(workspace, (state) => {
@@ -88,13 +95,15 @@ export async function checkCommand(selectors: string[], options: WorkspaceOption
   const { workspace, command, steps } = prepareCheck(selectors, options);
   installExitHooks();
   const c = colourFor(process.stdout);
+  const replayPort = readState(workspace).port ?? DEFAULT_PORT;
   const results = await grade({
     workspace,
     command,
     steps,
-    onResult: (result) => console.log(formatResult(result, c) + '\n'),
+    onResult: (result) => console.log(formatResult(result, c, { replayPort }) + '\n'),
   });
   saveVerdicts(workspace, results);
   console.log(formatSummary(results, c));
+  console.log(formatProgress(passedCount(workspace), STEPS.length, c));
   return exitCodeFor(results);
 }

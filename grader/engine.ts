@@ -4,7 +4,7 @@ import path from 'node:path';
 import { LiveContext } from './context.js';
 import { CheckFailed } from './failure.js';
 import type { ServerCommand } from './server.js';
-import type { StepResult } from './types.js';
+import type { Exchange, LedgerRow, StepResult } from './types.js';
 import type { Step } from '../steps/types.js';
 
 /** What to grade. */
@@ -30,6 +30,21 @@ function baseResult(step: Step): StepResult {
   return result;
 }
 
+/**
+ * The ledger rows charged under the keys of the shown exchanges, read from the check's
+ * database; undefined when no exchange carried a key or the database cannot be read
+ * (the failure then speaks for itself).
+ */
+function ledgerInvolved(ctx: LiveContext, exchanges: Exchange[]): LedgerRow[] | undefined {
+  const keys = new Set(exchanges.map((e) => e.key).filter((k): k is string => k !== undefined && k !== ''));
+  if (keys.size === 0) return undefined;
+  try {
+    return ctx.ledger().filter((row) => row.idempotency_key !== null && keys.has(row.idempotency_key));
+  } catch {
+    return undefined;
+  }
+}
+
 function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undefined): void {
   if (err instanceof CheckFailed) {
     result.status = 'fail';
@@ -38,6 +53,10 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
     result.details.push(...(err.evidence.details ?? []));
     result.exchanges = err.evidence.exchanges ?? ctx?.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN) ?? [];
     if (err.evidence.ledger) result.ledger = err.evidence.ledger;
+    else if (ctx) {
+      const rows = ledgerInvolved(ctx, result.exchanges);
+      if (rows) result.ledger = rows;
+    }
     const output = err.evidence.serverOutput ?? ctx?.serverOutput();
     if (output) result.serverOutput = output;
   } else {

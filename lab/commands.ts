@@ -6,7 +6,7 @@ import path from 'node:path';
 import { send, DEFAULT_PAYMENT } from '../grader/http.js';
 import { readLedger } from '../grader/ledger.js';
 import { SetupError } from '../grader/failure.js';
-import { colourFor } from '../grader/reporters/human.js';
+import { colourFor, formatProgress } from '../grader/reporters/human.js';
 import { formatExchange, formatLedger } from '../grader/wire.js';
 import { STEPS, selectSteps } from '../steps/index.js';
 import { DEFAULT_PORT, SERVER_LOG, isHealthy, isServerProcess, logTail, startLabServer, stopLabServer } from './runner.js';
@@ -106,7 +106,7 @@ export async function statusCommand(options: WorkspaceOptions): Promise<number> 
   }
   const steps = state.steps ?? {};
   const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
-  console.log(`Progress: ${passed} of ${STEPS.length} steps pass.\n`);
+  console.log(formatProgress(passed, STEPS.length, c) + '\n');
   for (const step of STEPS) {
     const s = steps[step.id];
     const when = s?.passedAt ? c.dim(`  last passed ${s.passedAt}`) : s ? c.dim(`  last checked ${s.checkedAt}`) : '';

@@ -1,5 +1,5 @@
 import { Chalk, type ChalkInstance } from 'chalk';
-import { formatExchange, formatLedger } from '../wire.js';
+import { curlCommand, formatExchange, formatLedger } from '../wire.js';
 import { BODY_PREVIEW_CHARS } from '../wire.js';
 import type { StepResult } from '../types.js';
 
@@ -19,12 +19,21 @@ function indent(lines: string[], by = '    '): string[] {
   return lines.map((line) => (line === '' ? line : by + line));
 }
 
+/** How `formatResult` shows a failure's exchanges. */
+export interface ResultOptions {
+  /**
+   * The port the curl lines send to: the learner's own server (the grader's servers are
+   * stopped by then). Default: each exchange's own port.
+   */
+  replayPort?: number;
+}
+
 /**
  * One verdict as the learner reads it: a mark, the step, the message; on a failure the
- * reason, what was sent and what came back, the ledger rows, the server's output, and
- * where the hints are.
+ * reason, what was sent and what came back (each exchange with a curl line that sends it
+ * again), the ledger rows, the server's output, and where the hints are.
  */
-export function formatResult(result: StepResult, c: ChalkInstance): string {
+export function formatResult(result: StepResult, c: ChalkInstance, options: ResultOptions = {}): string {
   const colour = result.status === 'pass' ? c.green : result.status === 'fail' ? c.red : c.yellow;
   const lines = [`${colour(MARK[result.status])} ${c.bold(`${result.id} ${result.slug}`)}  ${result.title}  ${c.dim(`(${result.ms} ms)`)}`];
   lines.push(...indent([result.message]));
@@ -34,8 +43,11 @@ export function formatResult(result: StepResult, c: ChalkInstance): string {
     lines.push(...indent([c.bold('What was sent and what came back:')]));
     for (const exchange of result.exchanges) {
       const [request, ...answer] = formatExchange(exchange, BODY_PREVIEW_CHARS);
-      lines.push(...indent([`${c.cyan(`[${exchange.server}]`)} ${request}`, ...indent(answer, '    ')], '      '));
+      const curl = c.dim(`$ ${curlCommand(exchange, options.replayPort ?? exchange.port, BODY_PREVIEW_CHARS)}`);
+      lines.push(...indent([`${c.cyan(`[${exchange.server}]`)} ${request}`, ...indent([curl, ...answer], '    ')], '      '));
     }
+    const where = options.replayPort !== undefined ? `your server on port ${options.replayPort}` : 'the same port';
+    lines.push(...indent([c.dim(`(each $ curl line sends that request again, to ${where})`)], '      '));
   }
   if (result.status !== 'pass' && result.ledger) {
     lines.push(...indent([c.bold(`Ledger rows (${result.ledger.length}):`)]));
@@ -48,6 +60,24 @@ export function formatResult(result: StepResult, c: ChalkInstance): string {
   for (const warning of result.warnings) lines.push(...indent([c.yellow(`note: ${warning}`)]));
   if (result.status === 'fail') lines.push(...indent([c.dim(`Stuck? idem-lab hint ${result.id}`)]));
   return lines.join('\n');
+}
+
+/** Width of the progress bar, in characters (one per step when there are up to 20). */
+const BAR_MAX = 20;
+
+/**
+ * A progress bar, `■■■□□□□□`, one square per step (scaled down past 20 steps).
+ * @param done steps passed; @param total steps in the lab
+ */
+export function progressBar(done: number, total: number): string {
+  const width = Math.min(total, BAR_MAX);
+  const filled = total === 0 ? 0 : Math.round((done / total) * width);
+  return '■'.repeat(filled) + '□'.repeat(width - filled);
+}
+
+/** `Progress: 3 of 8 steps pass. ■■■□□□□□`: the learner's whole progress, not one run's. */
+export function formatProgress(done: number, total: number, c: ChalkInstance): string {
+  return `Progress: ${done} of ${total} steps pass. ${c.green(progressBar(done, total).replace(/□+$/, ''))}${c.dim(progressBar(done, total).replace(/^■+/, ''))}`;
 }
 
 /** The closing line: `6 of 8 steps pass.` with the failing ids. */
