@@ -69,6 +69,13 @@ program
   .option('--dir <dir>', DIR_HELP)
   .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
 
+program
+  .command('watch')
+  .description('check the current step each time you save server.py or its file, and move on when it passes')
+  .argument('[step]', 'the step to start with (default: the first one not passing yet)')
+  .option('--dir <dir>', DIR_HELP)
+  .action((step, opts) => run(async () => (await import('../lab/watch.js')).watchCommand(step, opts))());
+
 try {
   if (process.argv.length <= 2) {
     console.log(`The steps:\n${(await lab()).stepList(process.cwd())}\n\nidem-lab start lays out a workspace and starts the server; idem-lab --help lists every command.`);
