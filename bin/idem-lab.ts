@@ -76,9 +76,15 @@ program
   .option('--dir <dir>', DIR_HELP)
   .action((step, opts) => run(async () => (await import('../lab/watch.js')).watchCommand(step, opts))());
 
+program
+  .command('menu')
+  .description('the menu `idem-lab` alone opens in a terminal: steps, their state, the server, and actions')
+  .option('--dir <dir>', DIR_HELP)
+  .action((opts) => run(async () => (await import('../lab/menu.js')).menuCommand(opts))());
+
 try {
   if (process.argv.length <= 2) {
-    console.log(`The steps:\n${(await lab()).stepList(process.cwd())}\n\nidem-lab start lays out a workspace and starts the server; idem-lab --help lists every command.`);
+    exitCode = await (await import('../lab/menu.js')).menuCommand({});
   } else {
     await program.parseAsync(process.argv);
   }

@@ -53,7 +53,11 @@ function printStart(outcome: Awaited<ReturnType<typeof startLabServer>>, workspa
 }
 
 /** `idem-lab start`: lay the workspace, start the server, show the steps and step 01. */
-export async function startCommand(options: WorkspaceOptions & { lang?: string; port?: number; force?: boolean }): Promise<number> {
+/**
+ * @param options.brief only lay the workspace and start the server, without the step list
+ *   and step 01 (the menu shows those itself)
+ */
+export async function startCommand(options: WorkspaceOptions & { lang?: string; port?: number; force?: boolean; brief?: boolean }): Promise<number> {
   const workspace = workspaceDir(options);
   const lang = options.lang ?? 'en';
   if (!(SHEET_LANGUAGES as readonly string[]).includes(lang)) {
@@ -67,6 +71,7 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
   if (report.kept.length) console.log(`Kept your changed ${report.kept.join(', ')} (idem-lab start --force resets ${report.kept.length === 1 ? 'it' : 'them'}).`);
   const { command } = openWorkspace(workspace);
   const code = printStart(await startLabServer(workspace, command, options.port), workspace);
+  if (options.brief) return code;
   console.log(`\nThe steps:\n${stepList(workspace)}\n`);
   console.log(sheetSection(readSheet(workspace), '01') ?? '');
   console.log(`\n${c.dim('idem-lab show N reads a step, idem-lab check N grades it, idem-lab status shows where you are.')}`);
