@@ -1,9 +1,10 @@
 /**
  * Reads what learners paste into their step files: the output of `./probe.sh`,
  * `idem-lab probe`, `curl -i` or `curl -v` (responses), and of `./ledger.sh`,
- * `idem-lab ledger`, `GET /ledger` or the sqlite3 shell (ledger rows), in any order,
- * with other text around. Prose is never read as a response: only a status line
- * (`HTTP 201`, `HTTP/1.1 201 Created`) starts one.
+ * `idem-lab ledger` (with or without its header line, e.g. through `grep`), `GET /ledger`
+ * or the sqlite3 shell (ledger rows), in any order, with other text around. Prose is
+ * never read as a response: only a status line (`HTTP 201`, `HTTP/1.1 201 Created`)
+ * starts one. Commands continued over several lines with `\` are read as one.
  */
 import type { LedgerRow } from './types.js';
 
@@ -36,10 +37,20 @@ const STATUS_LINE = /^\s*(?:<\s*)?HTTP(?:\/[\d.]+)?\s+(\d{3})(?:\s+[A-Z][A-Za-z'
 const REPLAYED_HEADER = /^\s*(?:<\s*)?Idempotency-Replayed:\s*(\S+)/i;
 /** The key in a request line or header; `(empty)` is how probe output shows an empty key. */
 const KEY_HEADER = /Idempotency-Key:\s*(\(empty\)|[^\s'"{]*)/i;
+/** curl's way of sending a header with no value: `-H 'Idempotency-Key;'`. */
+const EMPTY_KEY_HEADER = /Idempotency-Key;/i;
 const NO_KEY_MARK = /\(no Idempotency-Key\)/i;
 const REQUEST_LINE = /^\s*(?:>\s*)?POST\s+\S*\/pay\b/;
+/** The request line curl -v prints; the request headers follow it, each on a `> ` line. */
+const VERBOSE_REQUEST_LINE = /^\s*>\s*POST\s+\S*\/pay\b/;
 const PROBE_COMMAND = /(?:probe\.sh|idem-lab\s+probe)(.*)$/;
 const CURL_COMMAND = /\bcurl\b.*\/pay\b/;
+/** curl -v's notes on bytes sent and received: `} [27 bytes data]`, `{ [89 bytes data]`. */
+const CURL_DATA_NOTE = /^\s*[{}]\s*\[\d+ bytes data\]\s*$/;
+/** The shell's job notices, `[1] 4263` and `[1]+  Done  ./probe.sh race`: neither a body nor a command sent then. */
+const JOB_NOTICE = /^\s*\[\d+\][+-]?\s+(?:\d+\s*$|Done\b|Running\b|Exit\b|Stopped\b|Terminated\b|Killed\b)/;
+/** A line continued on the next one, as a shell reads it. */
+const CONTINUED = /\\\s*$/;
 
 function keyText(shown: string): string {
   return shown === '(empty)' ? '' : shown;
@@ -62,16 +73,65 @@ export function probeKey(line: string): string | null | undefined {
   return word.startsWith('{') || word.startsWith('"$') ? null : word.replace(/[;&|)]+$/, '');
 }
 
-/** Parses JSON that starts at lines[i] and may run over following lines; returns it and the next line. */
-function readJson(lines: string[], i: number, open: '{' | '['): { value: unknown; next: number } | undefined {
+/**
+ * The key a command line sends to POST /pay: a probe's first argument, or a curl command's
+ * Idempotency-Key header ('' for an empty one, null when it sends none); undefined when
+ * the line is neither command.
+ */
+export function commandKey(line: string): string | null | undefined {
+  const probe = probeKey(line);
+  if (probe !== undefined) return probe;
+  if (!CURL_COMMAND.test(line)) return undefined;
+  const header = KEY_HEADER.exec(line);
+  if (header) return keyText(header[1]);
+  return EMPTY_KEY_HEADER.test(line) ? '' : null;
+}
+
+/** Where a JSON value read from the paste ends: its last line, and what follows it on that line. */
+interface JsonRead {
+  value: unknown;
+  /** Index of the line the value ends on. */
+  end: number;
+  /** The rest of that line after the value, e.g. a shell prompt printed right after a body without a newline. */
+  rest: string;
+}
+
+/**
+ * Parses the JSON value that starts at the first `open` of lines[i] and may run over
+ * following lines (pretty-printed): brackets are matched outside strings, then the text
+ * between is parsed. Undefined when that is not JSON.
+ */
+function readJson(lines: string[], i: number, open: '{' | '['): JsonRead | undefined {
+  const first = lines[i].replace(/^\s*<\s?/, '');
   let text = '';
+  let depth = 0;
+  let inString = false;
+  let escaped = false;
   for (let j = i; j < lines.length && j < i + 200; j++) {
-    text += lines[j].replace(/^\s*<\s?/, '') + '\n';
-    try {
-      return { value: JSON.parse(text.slice(text.indexOf(open))), next: j + 1 };
-    } catch {
-      // keep reading: the JSON may be pretty-printed over several lines
+    const line = j === i ? first.slice(first.indexOf(open)) : lines[j].replace(/^\s*<\s?/, '');
+    for (let k = 0; k < line.length; k++) {
+      const ch = line[k];
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (ch === '\\') escaped = true;
+        else if (ch === '"') inString = false;
+      } else if (ch === '"') {
+        inString = true;
+      } else if (ch === '{' || ch === '[') {
+        depth++;
+      } else if (ch === '}' || ch === ']') {
+        depth--;
+        if (depth === 0) {
+          try {
+            return { value: JSON.parse(text + line.slice(0, k + 1)), end: j, rest: line.slice(k + 1) };
+          } catch {
+            return undefined;
+          }
+        }
+      }
     }
+    if (inString) return undefined; // a JSON string never spans lines
+    text += line + '\n';
   }
   return undefined;
 }
@@ -108,18 +168,44 @@ const COLUMN_ALIASES: Record<string, keyof LedgerRow> = {
   created_at: 'created_at',
 };
 
-/** Reads a ledger table (ledger.sh, or sqlite3 with .headers on) whose header is lines[i]. */
+/** sqlite3's box mode draws its columns with `│`: read them as `|`. */
+function unbox(line: string): string {
+  return line.replace(/[│┃║]/g, '|');
+}
+
+/** A rule under or around a table header: `----  ----`, `|---|---|`, `+----+`, `├────┼────┤`. */
+const TABLE_RULE = /^[-=+|:\s─━┄┈┌┐└┘├┤┬┴┼╭╮╯╰═╔╗╚╝╠╣╦╩╬]+$/;
+
+/**
+ * Reads a ledger table whose header is lines[i]: ledger.sh and idem-lab ledger (aligned
+ * columns, where an empty key leaves its column blank), or sqlite3 with `.headers on` in
+ * list, column, table, markdown or box mode.
+ */
 function readLedgerTable(lines: string[], i: number): { rows: LedgerRow[]; next: number } {
-  const piped = lines[i].includes('|');
+  const header = unbox(lines[i]);
+  const piped = header.includes('|');
   const split = (line: string) =>
     piped ? line.split('|').map((c) => c.trim()).filter((c, idx, all) => !(c === '' && (idx === 0 || idx === all.length - 1))) : line.trim().split(/\s+/);
-  const columns = split(lines[i]).map((name) => COLUMN_ALIASES[name.toLowerCase()]);
+  const names = split(header);
+  const columns = names.map((name) => COLUMN_ALIASES[name.toLowerCase()]);
+  /** Where each column starts in an aligned table, to read a row with a blank cell. */
+  const starts: number[] = [];
+  if (!piped) {
+    let from = 0;
+    for (const name of names) {
+      const at = header.indexOf(name, from);
+      starts.push(at);
+      from = at + name.length;
+    }
+  }
+  const aligned = (line: string) => starts.map((start, idx) => line.slice(start, idx + 1 < starts.length ? starts[idx + 1] : undefined).trim());
   const rows: LedgerRow[] = [];
   let j = i + 1;
   for (; j < lines.length; j++) {
-    const line = lines[j].trim();
-    if (/^[-=+|\s]+$/.test(line) && line !== '') continue; // a rule under the header
-    const cells = split(line);
+    const line = unbox(lines[j]).trimEnd();
+    if (line.trim() !== '' && TABLE_RULE.test(line)) continue;
+    let cells = split(line);
+    if (!piped && cells.length === names.length - 1) cells = aligned(line);
     if (cells.length < 4 || !/^\d+$/.test(cells[0])) break;
     const obj: Record<string, unknown> = {};
     columns.forEach((column, idx) => {
@@ -131,7 +217,10 @@ function readLedgerTable(lines: string[], i: number): { rows: LedgerRow[]; next:
   return { rows, next: j };
 }
 
+/** A row of `sqlite3 lab.db 'select * from ledger'` (list mode, no header). */
 const SQLITE_ROW = /^\s*(\d+)\|([^|]*)\|([^|]+)\|(\d+)\|(.+)$/;
+/** A row of ledger.sh without its header (`./ledger.sh | grep k1`): it ends with the created_at timestamp; a blank key leaves four cells. */
+const LEDGER_SH_ROW = /^\s*(\d+)\s+(?:(\S+)\s+)?(\S+)\s+(\d+)\s+(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z?)\s*$/;
 
 /**
  * Finds every response and every ledger row in a paste.
@@ -139,33 +228,77 @@ const SQLITE_ROW = /^\s*(\d+)\|([^|]*)\|([^|]+)\|(\d+)\|(.+)$/;
  */
 export function parsePaste(text: string): Paste {
   const lines = text.replace(/\r\n?/g, '\n').split('\n');
+  /** The lines as read: a JSON value may leave the rest of its last line to read on. */
+  const work = [...lines];
   const responses: PastedResponse[] = [];
   const ledger: LedgerRow[] = [];
   /** The key of the request whose response is expected next. */
   let pendingKey: string | null | undefined;
   let current: PastedResponse | undefined;
   let i = 0;
-  while (i < lines.length) {
-    const line = lines[i];
+  while (i < work.length) {
+    const line = work[i];
     const status = STATUS_LINE.exec(line);
     if (status) {
-      current = { line: i + 1, status: Number(status[1]) };
-      if (pendingKey !== undefined) current.key = pendingKey;
-      pendingKey = undefined;
-      responses.push(current);
+      const code = Number(status[1]);
+      if (code >= 200) {
+        // 1xx (100 Continue) is an interim answer: the response to the request follows it.
+        current = { line: i + 1, status: code };
+        if (pendingKey !== undefined) current.key = pendingKey;
+        pendingKey = undefined;
+        responses.push(current);
+      }
       i++;
       continue;
     }
-    const probe = probeKey(line);
-    if (probe !== undefined) {
-      pendingKey = probe;
+    if (CURL_DATA_NOTE.test(line) || JOB_NOTICE.test(line)) {
+      i++;
+      continue;
+    }
+    // A body first: a shell prompt printed right after it on the same line is read after it.
+    const trimmed = line.replace(/^\s*<\s?/, '').trimStart();
+    if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
+      const json = readJson(work, i, trimmed[0] as '{' | '[');
+      if (json) {
+        if (Array.isArray(json.value)) {
+          for (const item of json.value) {
+            const row = isRecord(item) ? toLedgerRow(item) : undefined;
+            if (row) ledger.push(row);
+          }
+          current = undefined;
+        } else if (current && current.body === undefined && isRecord(json.value)) {
+          current.body = json.value;
+        } else if (isRecord(json.value) && 'payment_id' in json.value && 'idempotency_key' in json.value) {
+          const row = toLedgerRow(json.value);
+          if (row) ledger.push(row);
+        }
+        if (json.rest.trim() !== '') {
+          work[json.end] = json.rest;
+          i = json.end;
+        } else {
+          i = json.end + 1;
+        }
+        continue;
+      }
+    }
+    // A command continued with `\` (curl -H ... \ on the next lines) is read as one line.
+    let command = line;
+    let span = 1;
+    while (CONTINUED.test(command) && i + span < work.length) {
+      command = command.replace(CONTINUED, ' ') + work[i + span].replace(/^\s*>\s?/, '');
+      span++;
+    }
+    const key = commandKey(command);
+    if (key !== undefined) {
+      pendingKey = key;
       current = undefined;
-      i++;
+      i += span;
       continue;
     }
-    if (REQUEST_LINE.test(line) || CURL_COMMAND.test(line)) {
+    if (REQUEST_LINE.test(line)) {
       const header = KEY_HEADER.exec(line);
-      pendingKey = header ? keyText(header[1]) : NO_KEY_MARK.test(line) || CURL_COMMAND.test(line) ? null : undefined;
+      // probe.sh prints the key on its request line; curl -v prints it on a header line below.
+      pendingKey = header ? keyText(header[1]) : NO_KEY_MARK.test(line) || VERBOSE_REQUEST_LINE.test(line) ? null : undefined;
       current = undefined;
       i++;
       continue;
@@ -181,41 +314,18 @@ export function parsePaste(text: string): Paste {
       i++;
       continue;
     }
-    const trimmed = line.replace(/^\s*<\s?/, '').trimStart();
-    if (trimmed.startsWith('{')) {
-      const json = readJson(lines, i, '{');
-      if (json) {
-        if (current && current.body === undefined && isRecord(json.value)) current.body = json.value;
-        else if (isRecord(json.value) && 'payment_id' in json.value && 'idempotency_key' in json.value) {
-          const row = toLedgerRow(json.value);
-          if (row) ledger.push(row);
-        }
-        i = json.next;
-        continue;
-      }
-    }
-    if (trimmed.startsWith('[')) {
-      const json = readJson(lines, i, '[');
-      if (json && Array.isArray(json.value)) {
-        for (const item of json.value) {
-          const row = isRecord(item) ? toLedgerRow(item) : undefined;
-          if (row) ledger.push(row);
-        }
-        current = undefined;
-        i = json.next;
-        continue;
-      }
-    }
     if (/\bpayment_id\b/.test(line) && /\buser\b/.test(line) && /\bamount\b/.test(line) && !line.includes('{')) {
-      const table = readLedgerTable(lines, i);
+      const table = readLedgerTable(work, i);
       ledger.push(...table.rows);
       current = undefined;
       i = Math.max(table.next, i + 1);
       continue;
     }
     const sqlite = SQLITE_ROW.exec(line);
-    if (sqlite) {
-      const row = toLedgerRow({ payment_id: sqlite[1], idempotency_key: sqlite[2], user: sqlite[3], amount: sqlite[4], created_at: sqlite[5] });
+    const plain = sqlite ? undefined : LEDGER_SH_ROW.exec(line);
+    const cells = sqlite ?? plain;
+    if (cells) {
+      const row = toLedgerRow({ payment_id: cells[1], idempotency_key: cells[2], user: cells[3], amount: cells[4], created_at: cells[5] });
       if (row) ledger.push(row);
     }
     i++;

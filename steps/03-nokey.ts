@@ -18,10 +18,10 @@ export const step: Step = {
     name: '03-nokey.txt',
     check(text) {
       const paste = parsePaste(text);
-      const charged = paste.responses.find((r) => r.key === null && r.status >= 200 && r.status < 300);
+      const charged = paste.responses.find((r) => (r.key === null || r.key === '') && r.status >= 200 && r.status < 300);
       expect(
         charged === undefined,
-        `03-nokey.txt shows a request without a key answered ${charged?.status}: it must be refused with 400.`,
+        `03-nokey.txt shows a request ${charged?.key === '' ? 'with an empty key' : 'without a key'} answered ${charged?.status}: it must be refused with 400.`,
         WHY,
         { details: paste.responses.map(describeResponse) },
       );

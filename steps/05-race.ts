@@ -1,16 +1,19 @@
 import { expect } from '../grader/failure.js';
-import { describeResponse, parsePaste, probeKey } from '../grader/paste.js';
+import { commandKey, describeResponse, parsePaste } from '../grader/paste.js';
 import { raceRound } from '../grader/race.js';
 import type { Step } from './types.js';
 
 /** How many rounds of simultaneous requests the live check sends. */
 export const RACE_ROUNDS = 3;
 
-/** The raced key in a paste: the key of a probe started in a loop or in the background, else `race` (lab sheet). */
+/**
+ * The raced key in a paste: the key of a probe, or of a curl request to /pay, started in a
+ * loop or in the background, else `race` (lab sheet).
+ */
 function racedKey(lines: string[]): string {
   for (const line of lines) {
     if (!/\bfor\b|\bseq\b|&\s*($|[;)]|pids|done)/.test(line)) continue;
-    const key = probeKey(line.replace(/^.*?\bdo\b\s*/, ''));
+    const key = commandKey(line.replace(/^.*?\bdo\b\s*/, ''));
     if (typeof key === 'string' && key !== '' && !key.startsWith('$')) return key;
   }
   return 'race';

@@ -31,7 +31,7 @@ const CODE = /\b(400|401|403|404|409|422|429|500|502|503|504)\b/g;
 
 /** Verdict words: a negative phrase wins over the positive word it contains (earliest, then longest). */
 const NEGATIVE = [
-  /\b(?:do not|don'?t|never|no|not|must not|mustn'?t|should not|shouldn'?t|won'?t|cannot|can'?t)\s+(?:be\s+)?retr(?:y|ied|ies|ying)\b/gi,
+  /\b(?:do not|don'?t|never|no|not|must not|mustn'?t|should not|shouldn'?t|won'?t|cannot|can'?t)\s+(?:be\s+)?retr(?:y|ied|ies|ying|yable|iable)\b/gi,
   /\bnon[- ]?retr(?:y|yable|iable)\b/gi,
   /\bno\b/gi,
   /❌|✗|✘|🚫|×/g,
@@ -44,8 +44,23 @@ const POSITIVE = [/\bretr(?:y|ies|ied|ying|yable|iable)\b/gi, /\byes\b/gi, /✅|
 /** A table cell that is only a verdict mark: O / X, 예 / 아니오, 是 / 否. */
 const CELL_YES = /^\s*(?:o|O|⭕|y|Y|예|네|是)\s*$/;
 const CELL_NO = /^\s*(?:x|X|n|N|아니오|아니요|否)\s*$/;
+/** A table cell that starts with such a mark and goes on: `예, Retry-After 만큼 기다린 뒤`, `X (요청 오류)`. */
+const CELL_YES_FIRST = /^\s*(?:o|O|⭕|y|Y|예|네|是)(?=[\s,.;:(（，、。—–-])/;
+const CELL_NO_FIRST = /^\s*(?:x|X|n|N|아니오|아니요|否)(?=[\s,.;:(（，、。—–-])/;
 
-function firstVerdict(text: string): boolean | undefined {
+/** A labelled verdict: `Retry: no`, `retry? yes`, `재시도: 아니오`, `재시도 여부: X`, `是否重试：否`. */
+const LABELLED =
+  /(?:\bretry|재시도(?:\s*여부)?|是否(?:要)?重试|重试)\s*(?:[?？]\s*[:：=]?|[:：=])\s*(yes|y|o|⭕|✅|✔|✓|예|네|是|no|n|never|x|❌|✗|✘|🚫|아니오|아니요|否)(?![A-Za-z\u3131-\u318e\uac00-\ud7a3\u4e00-\u9fff])/i;
+const LABEL_YES = /^(?:yes|y|o|⭕|✅|✔|✓|예|네|是)$/i;
+
+/**
+ * The verdict a text gives: a labelled one (`Retry: no`) first, else the earliest verdict
+ * word or phrase. Typographic apostrophes (don’t) read as plain ones.
+ */
+function firstVerdict(raw: string): boolean | undefined {
+  const text = raw.replace(/[’‘ʼ]/g, "'");
+  const labelled = LABELLED.exec(text);
+  if (labelled) return LABEL_YES.test(labelled[1]);
   let best: { at: number; len: number; retry: boolean } | undefined;
   const consider = (patterns: RegExp[], retry: boolean) => {
     for (const pattern of patterns) {
@@ -72,6 +87,21 @@ function withoutOutcomes(text: string): string {
   return text.replace(TIMEOUT, ' ').replace(CODE, ' ').replace(/Retry-After/gi, ' ');
 }
 
+/** Where the subject of a line ends: `503: retry`, `400 — no`, `timeout → retry`, `...; always retry a timeout`. */
+const CLAUSE_BREAK = /\s*(?:[:：;；→]|->|=>|\s[-–—]\s|—)\s*/;
+
+/**
+ * The outcomes a line is about: those of its first clause naming any, so that a reason
+ * mentioning another response (`503: retry, unlike a 400`) does not classify that one too.
+ */
+function subjectOutcomes(text: string): Outcome[] {
+  for (const clause of text.split(CLAUSE_BREAK)) {
+    const found = outcomesIn(clause);
+    if (found.length) return found;
+  }
+  return [];
+}
+
 /** One classified line of the learner's table or list. */
 export interface Classification {
   outcomes: Outcome[];
@@ -82,32 +112,39 @@ export interface Classification {
 
 const VERDICT_HEADER = /retry|재시도|重试|verdict|판단|是否|결론|again/i;
 
+/**
+ * A table row: the responses are those of its first cell naming any (the response
+ * column), the verdict is the retry column's, the reason the other cells.
+ */
 function classifyRow(st: Statement & { cells: string[]; header: string[] }): Classification | undefined {
   const verdictCol = st.header.findIndex((h, i) => VERDICT_HEADER.test(h) && outcomesIn(st.cells[i] ?? '').length === 0);
-  const outcomes = outcomesIn(st.cells.filter((_, i) => i !== verdictCol).join(' ') || st.text);
-  if (outcomes.length === 0) return undefined;
+  const responseCol = st.cells.findIndex((cell, i) => i !== verdictCol && outcomesIn(cell).length > 0);
+  if (responseCol < 0) return undefined;
+  const outcomes = outcomesIn(st.cells[responseCol]);
   let retry: boolean | undefined;
   if (verdictCol >= 0) {
     const cell = st.cells[verdictCol] ?? '';
     retry = CELL_YES.test(cell) ? true : CELL_NO.test(cell) ? false : firstVerdict(withoutOutcomes(cell));
+    if (retry === undefined) retry = CELL_YES_FIRST.test(cell) ? true : CELL_NO_FIRST.test(cell) ? false : undefined;
   } else {
     retry = firstVerdict(withoutOutcomes(st.text));
   }
   if (retry === undefined) return undefined;
   const reason = st.cells
-    .filter((cell, i) => i !== verdictCol && outcomesIn(cell).length === 0)
+    .filter((_, i) => i !== verdictCol && i !== responseCol)
     .join(' ')
     .trim();
   return { outcomes, retry, reason, text: st.text };
 }
 
+/** A list item or line: the responses its first clause names, and the first verdict it gives. */
 function classifyLine(st: Statement): Classification | undefined {
-  let outcomes = outcomesIn(st.text);
+  let outcomes = subjectOutcomes(st.text);
   let text = st.text;
   if (st.kind === 'heading') return undefined;
   if (outcomes.length === 0 && st.heading) {
     // "## 503" then "Retry: the server ..." under it.
-    outcomes = outcomesIn(st.heading);
+    outcomes = subjectOutcomes(st.heading);
     text = `${st.heading}: ${st.text}`;
   }
   if (outcomes.length === 0) return undefined;

@@ -14,12 +14,12 @@ export const CONCEPTS = [
   },
   {
     name: 'where idempotency keys are stored',
-    pattern: /\bstor(?:e|ed|es|ing|age)\b|persist|database|\bDB\b|redis|sqlite|저장|存储|保存|存放|数据库/i,
+    pattern: /\bstor(?:e|ed|es|ing|age)\b|\bsav(?:e|ed|es|ing)\b|persist|database|\bDB\b|redis|sqlite|저장|存储|保存|存放|数据库/i,
     missing: 'where the keys are kept (a store every instance shares, not process memory)',
   },
   {
     name: 'why a different body under one key is refused',
-    pattern: /\bbody\b|payload|본문|正文|请求体|请求内容/i,
+    pattern: /\bbod(?:y|ies)\b|payload|본문|正文|请求体|请求内容/i,
     missing: 'why a reused key with a different body is refused (422)',
   },
 ] as const;
