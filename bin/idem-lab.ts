@@ -3,8 +3,11 @@
  * idem-lab: the command line. Parses arguments and hands off to lab/ (the runner) and
  * grader/ (the checks). Exit codes: 0 done or all passed, 1 a check failed, 2 usage or setup error.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { SetupError } from '../grader/failure.js';
+import { chooseLanguage, setLanguage, t } from '../i18n/index.js';
 
 // The commands load their modules when they run, so `--help` does not pay for undici,
 // better-sqlite3, execa and marked.
@@ -18,6 +21,33 @@ function port(value: string): number {
 }
 
 const DIR_HELP = 'the workspace folder (default: the current directory)';
+const LANG_HELP = 'the language: en, ko or zh (default: the workspace\'s, else LANG / LC_ALL, else en)';
+
+/** The value of `--name V` or `--name=V` on the command line, before any `--`. */
+function argValue(args: string[], name: string): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--') break;
+    if (args[i] === `--${name}`) return args[i + 1];
+    if (args[i].startsWith(`--${name}=`)) return args[i].slice(name.length + 3);
+  }
+  return undefined;
+}
+
+/** The language the workspace of this run was started in (.idem-lab/state.json), if any. */
+function workspaceLanguage(dir: string | undefined): string | undefined {
+  try {
+    const state = JSON.parse(fs.readFileSync(path.join(path.resolve(dir ?? '.'), '.idem-lab', 'state.json'), 'utf8')) as { lang?: unknown };
+    return typeof state.lang === 'string' ? state.lang : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// The language is chosen before anything is printed: --lang, else the workspace's, else the locale.
+const args = process.argv.slice(2);
+const chosen = chooseLanguage(argValue(args, 'lang'), workspaceLanguage(argValue(args, 'dir')));
+setLanguage(chosen.lang);
+if (chosen.unknown !== undefined) console.error(t('cli.lang.unknown', { lang: chosen.unknown, using: chosen.lang }));
 
 const program = new Command('idem-lab')
   .description('Press twice, charge once: a hands-on lab for idempotent APIs, and its grader.')
@@ -34,7 +64,7 @@ program
   .command('start')
   .description('lay out the workspace (never overwriting your changes) and start the payment server')
   .option('--dir <dir>', DIR_HELP)
-  .option('--lang <lang>', 'language of the lab sheet: en, ko or zh', 'en')
+  .option('--lang <lang>', 'the language of the lab sheet and of every message: en, ko or zh (kept by the workspace)')
   .option('--port <port>', 'port for the server (default 8000)', port)
   .option('--force', 'reset every lab file to the original, even ones you changed')
   .action((opts) => run(async () => (await lab()).startCommand(opts))());
@@ -82,9 +112,24 @@ program
   .option('--dir <dir>', DIR_HELP)
   .action((opts) => run(async () => (await import('../lab/menu.js')).menuCommand(opts))());
 
+// Every command takes --lang (read above); start documents its own.
+for (const command of program.commands) {
+  if (!command.options.some((o) => o.long === '--lang')) command.option('--lang <lang>', LANG_HELP);
+}
+
+/** The arguments without --lang and --dir and their values: none left means the menu. */
+function withoutGlobalOptions(list: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < list.length; i++) {
+    if (list[i] === '--lang' || list[i] === '--dir') i++;
+    else if (!/^--(?:lang|dir)=/.test(list[i])) out.push(list[i]);
+  }
+  return out;
+}
+
 try {
-  if (process.argv.length <= 2) {
-    exitCode = await (await import('../lab/menu.js')).menuCommand({});
+  if (withoutGlobalOptions(args).length === 0) {
+    exitCode = await (await import('../lab/menu.js')).menuCommand({ dir: argValue(args, 'dir') });
   } else {
     await program.parseAsync(process.argv);
   }

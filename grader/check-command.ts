@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { execaSync } from 'execa';
+import { t } from '../i18n/index.js';
 import path from 'node:path';
 import { SetupError } from './failure.js';
 import { grade } from './engine.js';
@@ -69,7 +70,7 @@ export function prepareCheck(selectors: string[], options: WorkspaceOptions): { 
     throw new SetupError((err as Error).message);
   }
   if (steps.some((s) => s.live) && !commandExists(command.file)) {
-    throw new SetupError(`${command.file} is not installed or not on PATH: the live checks run the server with it`);
+    throw new SetupError(t('cli.noInterpreter', { file: command.file }));
   }
   return { workspace, command: resolveInterpreter(command, workspace), steps };
 }

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
+import { t } from '../i18n/index.js';
 import path from 'node:path';
 import { LiveContext } from './context.js';
 import { CheckFailed } from './failure.js';
@@ -61,7 +62,7 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
     if (output) result.serverOutput = output;
   } else {
     result.status = 'error';
-    result.message = `The grader could not grade this step: ${(err as Error).message ?? String(err)}`;
+    result.message = t('check.graderError', { error: (err as Error).message ?? String(err) });
     if (ctx) result.exchanges = ctx.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN);
   }
 }
@@ -84,14 +85,14 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       phase = 'file';
       const file = path.join(options.workspace, step.file.name);
       if (!fs.existsSync(file)) {
-        throw new CheckFailed(`${step.file.name} is missing: write it in the workspace (${options.workspace}).`, 'This step is graded on what the file shows; `idem-lab show ' + step.id + '` says what to put in it.');
+        throw new CheckFailed(t('check.fileMissing', { file: step.file.name, workspace: options.workspace }), t('check.fileMissing.why', { id: step.id }));
       }
       said.push(step.file.check(fs.readFileSync(file, 'utf8'), { warn: (m) => result.warnings.push(m) }));
     }
     result.message = said.join(' ');
   } catch (err) {
     applyFailure(result, err, phase === 'live' ? ctx : undefined);
-    if (phase === 'file' && said.length > 0) result.details.unshift(`The live check passed: ${said[0]}`);
+    if (phase === 'file' && said.length > 0) result.details.unshift(t('check.liveFirst', { said: said[0] }));
   } finally {
     if (ctx) {
       await ctx.stopAll();

@@ -5,6 +5,7 @@
  * list and returns: nothing ever waits for input in CI.
  */
 import readline from 'node:readline';
+import { t } from '../i18n/index.js';
 import select, { Separator } from '@inquirer/select';
 import { SetupError } from '../grader/failure.js';
 import { colourFor, formatProgress } from '../grader/reporters/human.js';
@@ -29,7 +30,7 @@ export function stepListText(workspace: string): string {
   const c = colourFor(process.stdout);
   const steps = readState(workspace).steps ?? {};
   const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
-  return `The steps:\n${stepList(workspace)}\n\n${formatProgress(passed, STEPS.length, c)}`;
+  return `${t('cli.stepsHeading')}\n${stepList(workspace)}\n\n${formatProgress(passed, STEPS.length, c)}`;
 }
 
 /** `running (pid 4242) on http://127.0.0.1:8000`, or why it is not. */
@@ -39,10 +40,10 @@ function serverLine(workspace: string): { running: boolean; text: string } {
   try {
     command = openWorkspace(workspace).command;
   } catch {
-    return { running: false, text: 'no workspace here yet (Start lays one out)' };
+    return { running: false, text: t('menu.server.noWorkspace') };
   }
-  if (state.pid && isServerProcess(state.pid, command)) return { running: true, text: `running (pid ${state.pid}) on http://127.0.0.1:${state.port}` };
-  return { running: false, text: state.pid ? 'stopped (it may have crashed: see s.log)' : 'not running' };
+  if (state.pid && isServerProcess(state.pid, command)) return { running: true, text: t('menu.server.running', { pid: state.pid, port: String(state.port) }) };
+  return { running: false, text: state.pid ? t('menu.server.stopped') : t('menu.server.notRunning') };
 }
 
 function isCancel(err: unknown): boolean {
@@ -80,37 +81,46 @@ function pause(prompt: string): Promise<void> {
 export async function menuCommand(options: WorkspaceOptions): Promise<number> {
   const workspace = workspaceDir(options);
   if (!canPrompt()) {
-    console.log(`${stepListText(workspace)}\n\nidem-lab start lays out a workspace and starts the server; idem-lab --help lists every command.`);
+    console.log(`${stepListText(workspace)}\n\n${t('cli.noArgs.more')}`);
     return 0;
   }
   const c = colourFor(process.stdout);
   const dir = { dir: workspace };
+  // The key help under the list, in the learner's language.
+  const theme = { style: { keysHelpTip: () => c.dim(`↑↓ ${t('menu.keys.navigate')} • ⏎ ${t('menu.keys.select')}`) } };
   for (;;) {
     const state = readState(workspace);
     const steps = state.steps ?? {};
     const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
     const server = serverLine(workspace);
-    console.log(`\n${c.bold('idem-lab')}  press twice, charge once`);
-    console.log(`Server: ${server.text}`);
+    console.log(`\n${c.bold('idem-lab')}  ${t('menu.tagline')}`);
+    console.log(t('menu.server', { state: server.text }));
     console.log(formatProgress(passed, STEPS.length, c));
     const stepChoices = STEPS.map((step) => {
       const s = steps[step.id];
       const mark = !s ? '·' : s.status === 'pass' ? '✓' : '✗';
-      const said = !s ? 'not tried' : s.status === 'pass' ? `passed ${s.passedAt ?? ''}` : `failed ${s.checkedAt}${s.passedAt ? `, last passed ${s.passedAt}` : ''}`;
+      const said = !s
+        ? t('menu.state.notTried')
+        : s.status === 'pass'
+          ? t('menu.state.passed', { when: s.passedAt ?? '' })
+          : s.passedAt
+            ? t('menu.state.failedBefore', { when: s.checkedAt, passed: s.passedAt })
+            : t('menu.state.failed', { when: s.checkedAt });
       return { name: `${mark} ${step.id} ${step.slug.padEnd(9)} ${step.title}`, value: { kind: 'step', step } as Choice, description: said };
     });
     const serverChoices: { name: string; value: Choice }[] = server.running
       ? [
-          { name: 'Restart the payment server', value: { kind: 'restart' } },
-          { name: 'Stop the payment server', value: { kind: 'stop' } },
+          { name: t('menu.restart'), value: { kind: 'restart' } },
+          { name: t('menu.stop'), value: { kind: 'stop' } },
         ]
-      : [{ name: 'Start the payment server', value: { kind: 'start' } }];
+      : [{ name: t('menu.start'), value: { kind: 'start' } }];
     const todo = nextStepToDo(workspace);
     let choice: Choice;
     try {
       choice = await select<Choice>({
-        message: 'Choose a step or an action',
-        choices: [...stepChoices, new Separator(), ...serverChoices, { name: 'Quit', value: { kind: 'quit' } }],
+        message: t('menu.choose'),
+        theme,
+        choices: [...stepChoices, new Separator(), ...serverChoices, { name: t('menu.quit'), value: { kind: 'quit' } }],
         default: stepChoices.find((ch) => ch.value.kind === 'step' && ch.value.step === todo)?.value,
         pageSize: STEPS.length + 4,
         loop: false,
@@ -120,7 +130,7 @@ export async function menuCommand(options: WorkspaceOptions): Promise<number> {
       throw err;
     }
     if (choice.kind === 'quit') return 0;
-    const back = c.dim('\n[Enter] back to the menu ');
+    const back = c.dim(`\n${t('menu.pause')}`);
     if (choice.kind === 'start') await attempt(() => startCommand({ ...dir, lang: state.lang, brief: true }));
     if (choice.kind === 'stop') await attempt(() => stopCommand(dir));
     if (choice.kind === 'restart') await attempt(() => restartCommand(dir));
@@ -134,11 +144,12 @@ export async function menuCommand(options: WorkspaceOptions): Promise<number> {
       action = await select<StepAction>({
         message: `${step.id} ${step.slug}: ${step.title}`,
         choices: [
-          { name: 'Read the step', value: 'read' },
-          { name: 'Check it', value: 'check' },
-          { name: 'Show a hint', value: 'hint' },
-          { name: 'Back', value: 'back' },
+          { name: t('menu.read'), value: 'read' },
+          { name: t('menu.check'), value: 'check' },
+          { name: t('menu.hint'), value: 'hint' },
+          { name: t('menu.back'), value: 'back' },
         ],
+        theme,
         loop: false,
       });
     } catch (err) {

@@ -5,6 +5,7 @@
  * are merged: one check at a time, and one follow-up check for everything saved during it.
  */
 import path from 'node:path';
+import { t } from '../i18n/index.js';
 import readline from 'node:readline';
 import { watch as watchFiles } from 'chokidar';
 import { grade } from '../grader/engine.js';
@@ -51,7 +52,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   let current = selector ? selectSteps([selector])[0] : nextStepToDo(workspace);
   const c = colourFor(process.stdout);
   if (!current) {
-    console.log(c.green(`All ${STEPS.length} steps pass. Nothing left to watch.`));
+    console.log(c.green(t('watch.allPass', { total: STEPS.length })));
     return 0;
   }
   const serverFile = command.args[command.args.length - 1] ?? command.file;
@@ -59,9 +60,9 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   const watchedNames = () => [serverFile, ...(current?.file ? [current.file.name] : [])];
 
   const footer = () => {
-    const what = watchedNames().join(c.dim(' and '));
-    const actions = keys ? 'c checks now · h shows a hint · q quits' : 'Ctrl-C stops';
-    console.log(c.dim(`\nWatching ${what} for step ${current?.id} ${current?.slug}. ${actions}.`));
+    const files = watchedNames().join(t('watch.and'));
+    const actions = keys ? t('watch.keys') : t('watch.noKeys');
+    console.log(c.dim(`\n${t('watch.footer', { files, id: current?.id ?? '', slug: current?.slug ?? '', actions })}`));
   };
 
   let stopping = false;
@@ -73,13 +74,13 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     if (!step || stopping) return;
     if (process.stdout.isTTY) process.stdout.write('\x1b[2J\x1b[H');
     const saved = reasons.filter((r) => r !== 'start' && r !== 'key');
-    if (saved.length) console.log(c.dim(`Saved: ${saved.join(', ')}`));
+    if (saved.length) console.log(c.dim(t('watch.saved', { files: saved.join(', ') })));
     if (saved.includes(serverFile)) {
       const { pid } = readState(workspace);
       if (pid && isServerProcess(pid, command)) await restartCommand({ dir: workspace });
-      else console.log(c.dim('Your payment server is not running (idem-lab start starts it); the check starts its own.'));
+      else console.log(c.dim(t('watch.serverNotRunning')));
     }
-    console.log(`Checking ${step.id} ${step.slug} …`);
+    console.log(t('watch.checking', { id: step.id, slug: step.slug }));
     const [result] = await grade({ workspace, command, steps: [step], concurrency: 1 });
     if (stopping) return;
     saveVerdicts(workspace, [result]);
@@ -88,13 +89,13 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     if (result.status === 'pass') {
       const next = nextStepToDo(workspace, step);
       if (!next) {
-        console.log(c.green(`\nAll ${STEPS.length} steps pass: every retry is charged once. Well done.`));
+        console.log(c.green(`\n${t('watch.done', { total: STEPS.length })}`));
         finish(0);
         return;
       }
       current = next;
-      console.log(`\n${c.bold(`Next: ${next.id} ${next.slug}`)}  ${next.title}`);
-      console.log(c.dim(`idem-lab show ${next.id} reads it; save ${watchedNames().join(' or ')} to check it.`));
+      console.log(`\n${c.bold(t('watch.next', { id: next.id, slug: next.slug }))}  ${next.title}`);
+      console.log(c.dim(t('watch.nextHow', { id: next.id, files: watchedNames().join(t('watch.or')) })));
     }
     footer();
   };
@@ -144,6 +145,6 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   // A check in progress loses its servers now and ends at once; its own cleanup then runs.
   killAllServersNow();
   await Promise.race([runs.idle(), new Promise((resolve) => setTimeout(resolve, 3000).unref())]);
-  console.log(c.dim('Stopped watching.'));
+  console.log(c.dim(t('watch.stopped')));
   return code;
 }

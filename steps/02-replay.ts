@@ -1,4 +1,5 @@
 import { DEFAULT_PAYMENT } from '../grader/http.js';
+import { t } from '../i18n/index.js';
 import { expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import type { Step } from './types.js';
 
@@ -9,24 +10,24 @@ import type { Step } from './types.js';
 export const step: Step = {
   id: '02',
   slug: 'replay',
-  title: 'Replay the stored response',
+  get title() {
+    return t('step.02.title');
+  },
   async live(ctx) {
     const server = await ctx.startServer();
     const key = ctx.freshKey('replay');
     const first = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
-    expectStatus(first, 201, 'The first request with a new key must charge and answer 201.', 'Nothing can be replayed before the first payment succeeds.');
+    expectStatus(first, 201, t('check.first201'), t('step.02.first201.why'));
     paymentOf(first);
     const retry = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
-    expectReplay(first, retry, 'A retry is the same request sent again: the client must get the same success, never a second charge or an error.');
-    expectRows(ctx, key, 1, [first, retry], 'Two requests with one key are one payment: the second must not add a ledger row.');
+    expectReplay(first, retry, t('step.02.retry.why'));
+    expectRows(ctx, key, 1, [first, retry], t('step.02.rows.why'));
     if (retry.replayed === undefined) {
-      ctx.warn('Mark a replayed answer with the header Idempotency-Replayed: true, so clients and logs can tell a replay from a new charge.');
+      ctx.warn(t('step.02.replayedHeader'));
     }
-    return `The retry with key ${JSON.stringify(key)} got the first response back and the ledger holds one row.`;
+    return t('step.02.pass', { key: JSON.stringify(key) });
   },
-  hints: [
-    'Before charging, look the key up in the idem table; after charging, store the response there.',
-    'The idem table already has columns for the key, the request hash, the status and the response (as JSON text).',
-    'When the key is found, return the stored status and the stored body, parsed back from JSON, unchanged: do not rebuild it.',
-  ],
+  get hints() {
+    return [t('step.02.hint.1'), t('step.02.hint.2'), t('step.02.hint.3')];
+  },
 };

@@ -1,4 +1,5 @@
 import { expect } from '../grader/failure.js';
+import { t } from '../i18n/index.js';
 import { commandKey, describeResponse, parsePaste } from '../grader/paste.js';
 import { raceRound } from '../grader/race.js';
 import type { Step } from './types.js';
@@ -26,23 +27,25 @@ function racedKey(lines: string[]): string {
 export const step: Step = {
   id: '05',
   slug: 'race',
-  title: 'Survive ten simultaneous requests',
+  get title() {
+    return t('step.05.title');
+  },
   file: {
     name: '05-race.txt',
     check(text) {
       const paste = parsePaste(text);
       const key = racedKey(paste.lines);
-      expect(paste.ledger.length > 0, '05-race.txt must show the ledger (./ledger.sh) after the ten simultaneous probes.', 'Only the ledger shows how many times the raced key was charged.', {
+      expect(paste.ledger.length > 0, t('step.05.file.noLedger'), t('step.05.file.noLedger.why'), {
         details: paste.responses.map(describeResponse),
       });
       const rows = paste.ledger.filter((row) => row.idempotency_key === key);
       expect(
         rows.length === 1,
-        `05-race.txt must show exactly one ledger row for the raced key ${JSON.stringify(key)}; it shows ${rows.length}.`,
-        'Ten requests with one key are one payment, however close together they arrive.',
+        t('step.05.file.rows', { key: JSON.stringify(key), count: rows.length }),
+        t('step.05.file.rows.why'),
         { ledger: rows.length > 0 ? rows : paste.ledger },
       );
-      return `05-race.txt shows one ledger row for the raced key ${JSON.stringify(key)}.`;
+      return t('step.05.file.pass', { key: JSON.stringify(key) });
     },
   },
   async live(ctx) {
@@ -50,11 +53,9 @@ export const step: Step = {
     for (let round = 1; round <= RACE_ROUNDS; round++) {
       await raceRound(ctx, [server], round);
     }
-    return `${RACE_ROUNDS} rounds of 10 simultaneous requests with one key each: one ledger row per round, one answer per key.`;
+    return t('step.05.pass', { rounds: RACE_ROUNDS });
   },
-  hints: [
-    'Look, then insert is two steps: ten requests can all look before any of them inserts.',
-    'Make the claim on the key a single step the database decides: idem.key is a primary key, so only one insert of a key can succeed.',
-    'Insert the key (with no response yet) before charging; the request whose insert fails waits for the stored response, or answers 409 while the first is still in flight.',
-  ],
+  get hints() {
+    return [t('step.05.hint.1'), t('step.05.hint.2'), t('step.05.hint.3')];
+  },
 };

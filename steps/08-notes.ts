@@ -1,6 +1,7 @@
 import { expect } from '../grader/failure.js';
 import { statements, wordCount } from '../grader/markdown.js';
 import type { Step } from './types.js';
+import { t } from '../i18n/index.js';
 
 /**
  * The three ideas 08-notes.md must cover, each recognised in Korean (the lab sheet asks
@@ -8,19 +9,31 @@ import type { Step } from './types.js';
  */
 export const CONCEPTS = [
   {
-    name: 'why retries are unavoidable',
+    get name() {
+      return t('step.08.concept.retry');
+    },
     pattern: /retr(?:y|ies|ied|ying)|재시도|重试|再试/i,
-    missing: 'why clients retry at all (a timeout cannot tell a lost request from a lost answer)',
+    get missing() {
+      return t('step.08.concept.retry.missing');
+    },
   },
   {
-    name: 'where idempotency keys are stored',
+    get name() {
+      return t('step.08.concept.store');
+    },
     pattern: /\bstor(?:e|ed|es|ing|age)\b|\bsav(?:e|ed|es|ing)\b|persist|database|\bDB\b|redis|sqlite|저장|存储|保存|存放|数据库/i,
-    missing: 'where the keys are kept (a store every instance shares, not process memory)',
+    get missing() {
+      return t('step.08.concept.store.missing');
+    },
   },
   {
-    name: 'why a different body under one key is refused',
+    get name() {
+      return t('step.08.concept.body');
+    },
     pattern: /\bbod(?:y|ies)\b|payload|본문|正文|请求体|请求内容/i,
-    missing: 'why a reused key with a different body is refused (422)',
+    get missing() {
+      return t('step.08.concept.body.missing');
+    },
   },
 ] as const;
 
@@ -34,29 +47,30 @@ export const MIN_LINES = 3;
 export const step: Step = {
   id: '08',
   slug: 'notes',
-  title: 'Write down the three ideas',
+  get title() {
+    return t('step.08.title');
+  },
   file: {
     name: '08-notes.md',
     check(text) {
       const written = statements(text).filter((st) => st.kind !== 'heading' && wordCount(st.text) >= 3);
       expect(
         written.length >= MIN_LINES,
-        `08-notes.md must have at least ${MIN_LINES} lines of your own words; it has ${written.length}.`,
-        'Writing the ideas down in a sentence each is how you find out whether you can explain them.',
+        t('step.08.tooShort', { min: MIN_LINES, count: written.length }),
+        t('step.08.tooShort.why'),
       );
       const all = written.map((st) => st.text).join('\n');
       const missing = CONCEPTS.filter((c) => !c.pattern.test(all));
       expect(
         missing.length === 0,
-        `08-notes.md does not say ${missing.map((c) => c.missing).join('; nor ')}.`,
-        'These three ideas are the lab: clients must retry, the server must remember keys where every instance sees them, and a key names one request only.',
-        { details: CONCEPTS.map((c) => `${c.pattern.test(all) ? 'found' : 'missing'}: ${c.name}`) },
+        t('step.08.missing', { missing: missing.map((c) => c.missing).join(t('step.08.missingJoin')) }),
+        t('step.08.missing.why'),
+        { details: CONCEPTS.map((c) => t(c.pattern.test(all) ? 'step.08.found' : 'step.08.notFound', { name: c.name })) },
       );
-      return `08-notes.md covers ${CONCEPTS.map((c) => c.name).join(', ')}.`;
+      return t('step.08.pass', { list: CONCEPTS.map((c) => c.name).join(', ') });
     },
   },
-  hints: [
-    'One line each: why do clients retry, where does the server keep the keys, what happens when a key comes back with another body?',
-    'Think of the client that timed out, of the second instance behind the load balancer, and of the 1000 versus 99999 request.',
-  ],
+  get hints() {
+    return [t('step.08.hint.1'), t('step.08.hint.2')];
+  },
 };

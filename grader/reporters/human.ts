@@ -1,5 +1,6 @@
 import { Chalk, type ChalkInstance } from 'chalk';
 import { curlCommand, formatExchange, formatLedger } from '../wire.js';
+import { t } from '../../i18n/index.js';
 import { BODY_PREVIEW_CHARS } from '../wire.js';
 import type { StepResult } from '../types.js';
 
@@ -37,28 +38,28 @@ export function formatResult(result: StepResult, c: ChalkInstance, options: Resu
   const colour = result.status === 'pass' ? c.green : result.status === 'fail' ? c.red : c.yellow;
   const lines = [`${colour(MARK[result.status])} ${c.bold(`${result.id} ${result.slug}`)}  ${result.title}  ${c.dim(`(${result.ms} ms)`)}`];
   lines.push(...indent([result.message]));
-  if (result.why) lines.push(...indent([c.dim(`Why it matters: ${result.why}`)]));
+  if (result.why) lines.push(...indent([c.dim(t('report.why', { why: result.why }))]));
   lines.push(...indent(result.details.map((d) => `· ${d}`)));
   if (result.status !== 'pass' && result.exchanges.length > 0) {
-    lines.push(...indent([c.bold('What was sent and what came back:')]));
+    lines.push(...indent([c.bold(t('report.exchanges'))]));
     for (const exchange of result.exchanges) {
       const [request, ...answer] = formatExchange(exchange, BODY_PREVIEW_CHARS);
       const curl = c.dim(`$ ${curlCommand(exchange, options.replayPort ?? exchange.port, BODY_PREVIEW_CHARS)}`);
       lines.push(...indent([`${c.cyan(`[${exchange.server}]`)} ${request}`, ...indent([curl, ...answer], '    ')], '      '));
     }
-    const where = options.replayPort !== undefined ? `your server on port ${options.replayPort}` : 'the same port';
-    lines.push(...indent([c.dim(`(each $ curl line sends that request again, to ${where})`)], '      '));
+    const replay = options.replayPort !== undefined ? t('report.replay.port', { port: options.replayPort }) : t('report.replay.same');
+    lines.push(...indent([c.dim(replay)], '      '));
   }
   if (result.status !== 'pass' && result.ledger) {
-    lines.push(...indent([c.bold(`Ledger rows (${result.ledger.length}):`)]));
-    lines.push(...indent(result.ledger.length ? formatLedger(result.ledger) : ['(none)'], '      '));
+    lines.push(...indent([c.bold(t('report.ledger', { count: result.ledger.length }))]));
+    lines.push(...indent(result.ledger.length ? formatLedger(result.ledger) : [t('report.ledger.none')], '      '));
   }
   if (result.serverOutput) {
-    lines.push(...indent([c.bold('The server printed (last lines):')]));
+    lines.push(...indent([c.bold(t('report.serverOutput'))]));
     lines.push(...indent(result.serverOutput.trimEnd().split('\n').slice(-15), '      '));
   }
-  for (const warning of result.warnings) lines.push(...indent([c.yellow(`note: ${warning}`)]));
-  if (result.status === 'fail') lines.push(...indent([c.dim(`Stuck? idem-lab hint ${result.id}`)]));
+  for (const warning of result.warnings) lines.push(...indent([c.yellow(t('report.note', { warning }))]));
+  if (result.status === 'fail') lines.push(...indent([c.dim(t('report.stuck', { id: result.id }))]));
   return lines.join('\n');
 }
 
@@ -77,13 +78,13 @@ export function progressBar(done: number, total: number): string {
 
 /** `Progress: 3 of 8 steps pass. ■■■□□□□□`: the learner's whole progress, not one run's. */
 export function formatProgress(done: number, total: number, c: ChalkInstance): string {
-  return `Progress: ${done} of ${total} steps pass. ${c.green(progressBar(done, total).replace(/□+$/, ''))}${c.dim(progressBar(done, total).replace(/^■+/, ''))}`;
+  return `${t('report.progress', { passed: done, total })} ${c.green(progressBar(done, total).replace(/□+$/, ''))}${c.dim(progressBar(done, total).replace(/^■+/, ''))}`;
 }
 
 /** The closing line: `6 of 8 steps pass.` with the failing ids. */
 export function formatSummary(results: StepResult[], c: ChalkInstance): string {
   const passed = results.filter((r) => r.status === 'pass').length;
   const failing = results.filter((r) => r.status !== 'pass').map((r) => r.id);
-  const line = `${passed} of ${results.length} step${results.length === 1 ? '' : 's'} pass${results.length === 1 ? 'es' : ''}.`;
-  return failing.length === 0 ? c.green(line) : `${c.red(line)} To do: ${failing.join(', ')}.`;
+  const line = t(results.length === 1 ? 'report.summary.one' : 'report.summary.many', { passed, total: results.length });
+  return failing.length === 0 ? c.green(line) : `${c.red(line)} ${t('report.todo', { ids: failing.join(', ') })}`;
 }
