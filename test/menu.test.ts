@@ -122,3 +122,28 @@ test('Ctrl-C on the menu quits with exit 0', { skip: !tmuxAvailable() && 'tmux i
     ws.remove();
   }
 });
+
+test('the menu speaks the chosen language: --lang zh gives a Chinese menu, LANG=ko_KR.UTF-8 a Korean one', { skip: !tmuxAvailable() && 'tmux is not installed' }, async () => {
+  const ws = fixtureWorkspace('starter', {});
+  const zh = new Terminal(['node', CLI, '--lang', 'zh'], { cwd: ws.dir, env: { NO_COLOR: '1' } });
+  const ko = new Terminal(['node', CLI, 'menu', '--dir', ws.dir], { cwd: ws.dir, env: { NO_COLOR: '1', LANG: 'ko_KR.UTF-8' } });
+  try {
+    let screen = await zh.waitFor(/\? 选择一个步骤或操作/);
+    assert.match(screen, /服务器：未运行/);
+    assert.match(screen, /进度：8 步中通过 0 步。/);
+    assert.match(screen, /❯ · 01 duplicate 复现重复扣款/);
+    assert.match(screen, /启动支付服务器/);
+    assert.match(screen, /↑↓ 移动 • ⏎ 选择/);
+    zh.keys('Enter');
+    await zh.waitFor(/\? 01 duplicate: 复现重复扣款/);
+    zh.keys('Enter');
+    await zh.waitFor(/## 01 · 复现重复扣款[\s\S]*\[Enter\] 返回菜单\s*$/);
+    screen = await ko.waitFor(/\? 단계나 할 일을 고르세요/);
+    assert.match(screen, /서버: 실행 중 아님/);
+    assert.match(screen, /· 05 race {6}동시 요청 10개 버티기/);
+  } finally {
+    zh.kill();
+    ko.kill();
+    ws.remove();
+  }
+});

@@ -22,14 +22,18 @@ export class Terminal {
   readonly socket = `idem-lab-test-${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
 
   /**
-   * Starts `argv` in `cwd` with `env` added to the environment. When the command ends the
+   * Starts `argv` in `cwd` with `env` added to the environment (LANG=C.UTF-8 and LC_ALL,
+   * LC_MESSAGES empty unless `env` says otherwise). When the command ends the
    * pane shows `[exited N]` and stays open, so its last screen can still be read.
    * @param size columns and rows (default 120 × 45)
    */
   constructor(argv: string[], options: { cwd: string; env?: Record<string, string>; columns?: number; rows?: number }) {
-    const env = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${sh(v)}`).join(' ');
+    // A neutral locale unless the test asks for one, so the language is English by default.
+    const vars = { LC_ALL: '', LC_MESSAGES: '', LANG: 'C.UTF-8', ...options.env };
+    const env = Object.entries(vars).map(([k, v]) => `${k}=${sh(v)}`).join(' ');
     const line = `env ${env} ${argv.map(sh).join(' ')}; echo "[exited $?]"; sleep 3600`;
-    this.tmux('-f', '/dev/null', 'new-session', '-d', '-s', 'main', '-x', String(options.columns ?? 120), '-y', String(options.rows ?? 45), '-c', options.cwd, line);
+    // -u: UTF-8 whatever the locale of the process running the tests.
+    this.tmux('-u', '-f', '/dev/null', 'new-session', '-d', '-s', 'main', '-x', String(options.columns ?? 120), '-y', String(options.rows ?? 45), '-c', options.cwd, line);
   }
 
   private tmux(...args: string[]): string {

@@ -120,3 +120,37 @@ test('watch without a terminal stops cleanly on SIGTERM with no server left', as
     ws.remove();
   }
 });
+
+test('watch restarts the learner\'s running server when server.py is saved, and leaves it running on quit', { skip: !tmuxAvailable() && 'tmux is not installed' }, async () => {
+  const ws = fixtureWorkspace('starter', {});
+  const { freePort } = await import('../grader/server.js');
+  const { runCli } = await import('./support.js');
+  const term = { current: undefined as Terminal | undefined };
+  try {
+    const start = await runCli(['start', '--port', String(await freePort())], { cwd: ws.dir });
+    assert.equal(start.exitCode, 0, start.stdout + start.stderr);
+    const before = readState(ws.dir).pid;
+    assert.ok(before);
+    term.current = new Terminal(['node', CLI, 'watch', '02'], { cwd: ws.dir, env: { NO_COLOR: '1' } });
+    await term.current.waitFor(/Watching server\.py for step 02 replay/);
+    fs.writeFileSync(path.join(ws.dir, 'server.py'), serverSource('reference'));
+    const screen = await term.current.waitFor(/Next: 03 nokey/);
+    assert.match(screen, new RegExp(`Stopped the payment server \\(pid ${before}\\)\\.\\nStarted the payment server \\(pid \\d+\\)`));
+    const after = readState(ws.dir).pid;
+    assert.ok(after && after !== before);
+    term.current.type('q');
+    await term.current.waitFor(/\[exited 0\]/);
+    assert.deepEqual(serversUnder(ws.dir), [after], 'only the learner\'s own server is left, restarted');
+  } finally {
+    term.current?.kill();
+    const { pid } = readState(ws.dir);
+    if (pid) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    ws.remove();
+  }
+});
