@@ -16,12 +16,10 @@ const grader = () => import('../grader/check-command.js');
 
 function port(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new InvalidArgumentError('a port is a whole number from 1 to 65535');
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new InvalidArgumentError(t('help.portInvalid'));
   return n;
 }
 
-const DIR_HELP = 'the workspace folder (default: the current directory)';
-const LANG_HELP = 'the language: en, ko or zh (default: the workspace\'s, else LANG / LC_ALL, else en)';
 
 /** The value of `--name V` or `--name=V` on the command line, before any `--`. */
 function argValue(args: string[], name: string): string | undefined {
@@ -50,10 +48,12 @@ setLanguage(chosen.lang);
 if (chosen.unknown !== undefined) console.error(t('cli.lang.unknown', { lang: chosen.unknown, using: chosen.lang }));
 
 const program = new Command('idem-lab')
-  .description('Press twice, charge once: a hands-on lab for idempotent APIs, and its grader.')
-  .version('0.1.0')
+  .description(t('help.program'))
+  .version('0.1.0', '-V, --version', t('help.version'))
+  .helpOption('-h, --help', t('help.help'))
+  .helpCommand('help [command]', t('help.helpCommand'))
   .exitOverride()
-  .showHelpAfterError('(idem-lab --help lists the commands)');
+  .showHelpAfterError(t('help.afterError'));
 
 let exitCode = 0;
 const run = (action: () => Promise<number> | number) => async () => {
@@ -62,59 +62,59 @@ const run = (action: () => Promise<number> | number) => async () => {
 
 program
   .command('start')
-  .description('lay out the workspace (never overwriting your changes) and start the payment server')
-  .option('--dir <dir>', DIR_HELP)
-  .option('--lang <lang>', 'the language of the lab sheet and of every message: en, ko or zh (kept by the workspace)')
-  .option('--port <port>', 'port for the server (default 8000)', port)
-  .option('--force', 'reset every lab file to the original, even ones you changed')
+  .description(t('help.start'))
+  .option('--dir <dir>', t('help.dir'))
+  .option('--lang <lang>', t('help.start.lang'))
+  .option('--port <port>', t('help.start.port'), port)
+  .option('--force', t('help.start.force'))
   .action((opts) => run(async () => (await lab()).startCommand(opts))());
 
-program.command('stop').description('stop the payment server started here (by its recorded pid)').option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).stopCommand(opts))());
-program.command('restart').description('stop and start the payment server, e.g. after editing server.py').option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).restartCommand(opts))());
-program.command('status').description("the server's state and every step's last verdict").option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).statusCommand(opts))());
+program.command('stop').description(t('help.stop')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).stopCommand(opts))());
+program.command('restart').description(t('help.restart')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).restartCommand(opts))());
+program.command('status').description(t('help.status')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statusCommand(opts))());
 
 program
   .command('probe')
-  .description('send one POST /pay to the running server and print what came back (like ./probe.sh)')
-  .argument('[key]', 'the Idempotency-Key; leave out to send no header')
-  .argument('[body]', 'the JSON body (default {"user":"u1","amount":1000})')
-  .option('--dir <dir>', DIR_HELP)
-  .option('--port <port>', 'the server port (default: the one idem-lab start recorded)', port)
+  .description(t('help.probe'))
+  .argument('[key]', t('help.probe.key'))
+  .argument('[body]', t('help.probe.body'))
+  .option('--dir <dir>', t('help.dir'))
+  .option('--port <port>', t('help.probe.port'), port)
   .action((key, body, opts) => run(async () => (await lab()).probeCommand(key, body, opts))());
 
-program.command('ledger').description("print every ledger row of the workspace's lab.db (like ./ledger.sh)").option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).ledgerCommand(opts))());
-program.command('show').description("print a step's section of the lab sheet").argument('<step>', 'step id (03) or slug (nokey)').option('--dir <dir>', DIR_HELP).action((step, opts) => run(async () => (await lab()).showCommand(step, opts))());
+program.command('ledger').description(t('help.ledger')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).ledgerCommand(opts))());
+program.command('show').description(t('help.show')).argument('<step>', t('help.step')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).showCommand(step, opts))());
 program
   .command('hint')
-  .description("show a step's hints, one more each time")
-  .argument('<step>', 'step id (03) or slug (nokey)')
-  .option('--dir <dir>', DIR_HELP)
-  .option('--reset', 'start again from the first hint')
+  .description(t('help.hint'))
+  .argument('<step>', t('help.step'))
+  .option('--dir <dir>', t('help.dir'))
+  .option('--reset', t('help.hint.reset'))
   .action((step, opts) => run(async () => (await lab()).hintCommand(step, opts))());
 
 program
   .command('check')
-  .description('grade steps against your files and your server, live (all steps when none is named)')
-  .argument('[steps...]', 'step ids (02) or slugs (replay)')
-  .option('--dir <dir>', DIR_HELP)
+  .description(t('help.check'))
+  .argument('[steps...]', t('help.check.steps'))
+  .option('--dir <dir>', t('help.dir'))
   .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
 
 program
   .command('watch')
-  .description('check the current step each time you save server.py or its file, and move on when it passes')
-  .argument('[step]', 'the step to start with (default: the first one not passing yet)')
-  .option('--dir <dir>', DIR_HELP)
+  .description(t('help.watch'))
+  .argument('[step]', t('help.watch.step'))
+  .option('--dir <dir>', t('help.dir'))
   .action((step, opts) => run(async () => (await import('../lab/watch.js')).watchCommand(step, opts))());
 
 program
   .command('menu')
-  .description('the menu `idem-lab` alone opens in a terminal: steps, their state, the server, and actions')
-  .option('--dir <dir>', DIR_HELP)
+  .description(t('help.menu'))
+  .option('--dir <dir>', t('help.dir'))
   .action((opts) => run(async () => (await import('../lab/menu.js')).menuCommand(opts))());
 
 // Every command takes --lang (read above); start documents its own.
 for (const command of program.commands) {
-  if (!command.options.some((o) => o.long === '--lang')) command.option('--lang <lang>', LANG_HELP);
+  if (!command.options.some((o) => o.long === '--lang')) command.option('--lang <lang>', t('help.lang'));
 }
 
 /** The arguments without --lang and --dir and their values: none left means the menu. */
