@@ -58,12 +58,7 @@ export function exitCodeFor(results: StepResult[]): number {
  */
 export function prepareCheck(selectors: string[], options: WorkspaceOptions): { workspace: string; command: ServerCommand; steps: ReturnType<typeof selectSteps> } {
   const { workspace, command } = openWorkspace(workspaceDir(options));
-  let steps;
-  try {
-    steps = selectSteps(selectors);
-  } catch (err) {
-    throw new SetupError((err as Error).message);
-  }
+  const steps = selectSteps(selectors);
   try {
     limits();
   } catch (err) {

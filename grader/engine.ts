@@ -46,13 +46,28 @@ function ledgerInvolved(ctx: LiveContext, exchanges: Exchange[]): LedgerRow[] | 
   }
 }
 
+/** At most this many exchanges are shown for one failure. */
+const MAX_EXCHANGES_SHOWN = 12;
+
+/**
+ * The exchanges a check attached, with the earlier ones that sent the same idempotency
+ * key, in the order they were sent: a failed replay is shown with the request it replays,
+ * the losers of a race with its winner. Keyless exchanges stand alone.
+ */
+function withTheirHistory(shown: Exchange[], ctx: LiveContext | undefined): Exchange[] {
+  if (!ctx) return shown;
+  const keys = new Set(shown.map((e) => e.key).filter((k): k is string => k !== undefined && k !== ''));
+  const story = ctx.exchanges.filter((e) => shown.includes(e) || (e.key !== undefined && keys.has(e.key)));
+  return story.length > MAX_EXCHANGES_SHOWN ? [...story.slice(0, 2), ...shown.filter((e) => !story.slice(0, 2).includes(e))].slice(0, MAX_EXCHANGES_SHOWN) : story;
+}
+
 function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undefined): void {
   if (err instanceof CheckFailed) {
     result.status = 'fail';
     result.message = err.message;
     result.why = err.why;
     result.details.push(...(err.evidence.details ?? []));
-    result.exchanges = err.evidence.exchanges ?? ctx?.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN) ?? [];
+    result.exchanges = err.evidence.exchanges ? withTheirHistory(err.evidence.exchanges, ctx) : (ctx?.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN) ?? []);
     if (err.evidence.ledger) result.ledger = err.evidence.ledger;
     else if (ctx) {
       const rows = ledgerInvolved(ctx, result.exchanges);

@@ -18,6 +18,7 @@ import sqlite3
 import sys
 import threading
 import time
+import traceback
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -160,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             status, body, headers = handle_pay(self.headers.get("Idempotency-Key"), payload)
         except Exception as exc:  # a bug in handle_pay: answer 500 and keep serving
-            self.log_message("handle_pay failed: %r", exc)
+            self.log_message("handle_pay failed: %r\n%s", exc, traceback.format_exc())
             status, body, headers = error(500, "internal error: %s" % exc.__class__.__name__)
         self.send_json(status, body, headers)
 

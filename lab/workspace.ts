@@ -78,6 +78,7 @@ export function updateState(workspace: string, change: (state: WorkspaceState) =
 
 /** What `layWorkspace` did with each file. */
 export interface LayReport {
+  /** Files copied because they were missing or out of date. */
   written: string[];
   /** Files the learner changed, left alone (without --force). */
   kept: string[];
@@ -97,11 +98,16 @@ export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en'): La
   const report: LayReport = { written: [], kept: [] };
   for (const [source, target, executable] of labFiles(lang)) {
     const dest = path.join(dir, target);
+    const source_ = path.join(LAB_DIR, source);
+    if (fs.existsSync(dest) && sha256(dest) === sha256(source_)) {
+      laid[target] = sha256(dest); // already as shipped: nothing to lay
+      continue;
+    }
     if (fs.existsSync(dest) && !force && sha256(dest) !== laid[target]) {
       report.kept.push(target);
       continue;
     }
-    fs.copyFileSync(path.join(LAB_DIR, source), dest);
+    fs.copyFileSync(source_, dest);
     if (executable) fs.chmodSync(dest, 0o755);
     laid[target] = sha256(dest);
     report.written.push(target);

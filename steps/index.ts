@@ -6,6 +6,7 @@ import { step as race } from './05-race.js';
 import { step as persist } from './06-persist.js';
 import { step as retry } from './07-retry.js';
 import { step as notes } from './08-notes.js';
+import { SetupError } from '../grader/failure.js';
 import type { Step } from './types.js';
 import { t } from '../i18n/index.js';
 
@@ -14,7 +15,7 @@ export const STEPS: readonly Step[] = [duplicate, replay, nokey, conflict, race,
 
 /**
  * Finds steps by id ('3', '03') or slug ('nokey'); all steps for an empty list.
- * @throws Error naming the unknown selector and listing the known ones
+ * @throws SetupError (a usage error: exit 2) naming the unknown selector and listing the known ones
  */
 export function selectSteps(selectors: string[]): Step[] {
   if (selectors.length === 0) return [...STEPS];
@@ -23,7 +24,7 @@ export function selectSteps(selectors: string[]): Step[] {
     const wanted = selector.trim().toLowerCase();
     const step = STEPS.find((s) => s.slug === wanted || s.id === wanted.padStart(2, '0'));
     if (!step) {
-      throw new Error(t('cli.unknownStep', { step: selector, list: STEPS.map((s) => `${s.id} (${s.slug})`).join(', ') }));
+      throw new SetupError(t('cli.unknownStep', { step: selector, list: STEPS.map((s) => `${s.id} (${s.slug})`).join(', ') }));
     }
     if (!chosen.includes(step)) chosen.push(step);
   }
