@@ -134,6 +134,12 @@ export const en = {
   'step.08.pass': '08-notes.md covers {list}.',
 
   // Verdicts shared by the live checks.
+  // How a response read from a pasted file is described in a failure's details.
+  'paste.line': 'line {line}: HTTP {status}',
+  'paste.noKey': 'no key',
+  'paste.key': 'key {key}',
+  'paste.join': ', ',
+
   'check.first201': 'The first request with a new key must charge and answer 201.',
   'check.describe': '{method} {path} to server {server} with {key}',
   'check.describe.noKey': 'no Idempotency-Key',

@@ -124,6 +124,11 @@ export const ko: Record<MessageKey, string> = {
   'step.08.notFound': '없음: {name}',
   'step.08.pass': '08-notes.md가 {list}을(를) 다룹니다.',
 
+  'paste.line': '{line}번째 줄: HTTP {status}',
+  'paste.noKey': '키 없음',
+  'paste.key': '키 {key}',
+  'paste.join': ', ',
+
   'check.first201': '새 키로 보낸 첫 요청은 결제되고 201로 답해야 합니다.',
   'check.describe': '서버 {server}에 {key}(으)로 보낸 {method} {path}',
   'check.describe.noKey': 'Idempotency-Key 없이',

@@ -124,6 +124,11 @@ export const zh: Record<MessageKey, string> = {
   'step.08.notFound': '缺少：{name}',
   'step.08.pass': '08-notes.md 写到了{list}。',
 
+  'paste.line': '第 {line} 行：HTTP {status}',
+  'paste.noKey': '没有键',
+  'paste.key': '键 {key}',
+  'paste.join': '，',
+
   'check.first201': '用新键发出的第一个请求必须扣款并返回 201。',
   'check.describe': '发往服务器 {server}、{key}的 {method} {path}',
   'check.describe.noKey': '没有 Idempotency-Key ',

@@ -110,15 +110,20 @@ test('the menu in a terminal: steps with their state, read, check, hint, start a
   }
 });
 
-test('Ctrl-C on the menu quits with exit 0', { skip: !tmuxAvailable() && 'tmux is not installed' }, async () => {
+test('Ctrl-C on the menu quits with exit 0; colour on a terminal, none with NO_COLOR', { skip: !tmuxAvailable() && 'tmux is not installed' }, async () => {
   const ws = fixtureWorkspace('starter', {});
   const term = new Terminal(['node', CLI, 'menu', '--dir', ws.dir], { cwd: ws.dir, env: { NO_COLOR: '1' } });
+  const coloured = new Terminal(['node', CLI, 'menu', '--dir', ws.dir], { cwd: ws.dir, env: { NO_COLOR: null } });
   try {
+    await coloured.waitFor(AT_MENU);
+    assert.match(coloured.screenWithEscapes(), /\x1b\[[0-9;]*m/, 'colour on a terminal');
     await term.waitFor(AT_MENU);
+    assert.doesNotMatch(term.screenWithEscapes(), /\x1b\[[0-9;]*m/, 'no colour with NO_COLOR');
     term.keys('C-c');
     await term.waitFor(/\[exited 0\]/);
   } finally {
     term.kill();
+    coloured.kill();
     ws.remove();
   }
 });

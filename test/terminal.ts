@@ -23,14 +23,17 @@ export class Terminal {
 
   /**
    * Starts `argv` in `cwd` with `env` added to the environment (LANG=C.UTF-8 and LC_ALL,
-   * LC_MESSAGES empty unless `env` says otherwise). When the command ends the
+   * LC_MESSAGES empty unless `env` says otherwise; a null value removes the variable). When the command ends the
    * pane shows `[exited N]` and stays open, so its last screen can still be read.
    * @param size columns and rows (default 120 × 45)
    */
-  constructor(argv: string[], options: { cwd: string; env?: Record<string, string>; columns?: number; rows?: number }) {
+  constructor(argv: string[], options: { cwd: string; env?: Record<string, string | null>; columns?: number; rows?: number }) {
     // A neutral locale unless the test asks for one, so the language is English by default.
     const vars = { LC_ALL: '', LC_MESSAGES: '', LANG: 'C.UTF-8', ...options.env };
-    const env = Object.entries(vars).map(([k, v]) => `${k}=${sh(v)}`).join(' ');
+    const env = Object.entries(vars)
+      .map(([k, v]) => (v === null ? `-u ${k}` : `${k}=${sh(v)}`))
+      .sort((a, b) => Number(b.startsWith('-u')) - Number(a.startsWith('-u')))
+      .join(' ');
     const line = `env ${env} ${argv.map(sh).join(' ')}; echo "[exited $?]"; sleep 3600`;
     // -u: UTF-8 whatever the locale of the process running the tests.
     this.tmux('-u', '-f', '/dev/null', 'new-session', '-d', '-s', 'main', '-x', String(options.columns ?? 120), '-y', String(options.rows ?? 45), '-c', options.cwd, line);
@@ -43,6 +46,11 @@ export class Terminal {
   /** The visible screen, wrapped lines joined, trailing blank lines dropped. */
   screen(): string {
     return this.tmux('capture-pane', '-p', '-J', '-t', 'main').replace(/\n+$/, '');
+  }
+
+  /** The visible screen with its colour escapes (SGR sequences) kept. */
+  screenWithEscapes(): string {
+    return this.tmux('capture-pane', '-p', '-e', '-J', '-t', 'main');
   }
 
   /**
