@@ -1,9 +1,12 @@
 /**
- * A real terminal for tests: a tmux session on a private socket, running one command.
+ * A real terminal for tests: a tmux session on a private socket (a file of its own), running one command.
  * Tests type into it with `keys` and read the screen with `screen`, as a person would.
  * Stopped with `kill` (the private tmux server only: never anything by name).
  */
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
 
 /** Whether tmux is installed. */
@@ -18,8 +21,8 @@ function sh(word: string): string {
 
 /** One tmux session running one command in a terminal of the given size. */
 export class Terminal {
-  /** The private tmux socket name, unique per terminal. */
-  readonly socket = `idem-lab-test-${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
+  /** The private tmux socket, a path unique per terminal, removed by `kill`. */
+  readonly socket = path.join(os.tmpdir(), `idem-lab-tmux-${process.pid}-${crypto.randomBytes(4).toString('hex')}`);
 
   /**
    * Starts `argv` in `cwd` with `env` added to the environment (LANG=C.UTF-8 and LC_ALL,
@@ -40,7 +43,7 @@ export class Terminal {
   }
 
   private tmux(...args: string[]): string {
-    return execFileSync('tmux', ['-L', this.socket, ...args], { encoding: 'utf8' });
+    return execFileSync('tmux', ['-S', this.socket, ...args], { encoding: 'utf8' });
   }
 
   /** The visible screen, wrapped lines joined, trailing blank lines dropped. */
@@ -81,12 +84,13 @@ export class Terminal {
     throw new Error(`the screen never showed ${pattern} within ${timeoutMs} ms; it shows:\n${last}`);
   }
 
-  /** Stops this terminal's tmux server and so the command in it (SIGHUP). Never throws. */
+  /** Stops this terminal's tmux server and so the command in it (SIGHUP), and removes its socket. Never throws. */
   kill(): void {
     try {
       this.tmux('kill-server');
     } catch {
       // already gone
     }
+    fs.rmSync(this.socket, { force: true });
   }
 }
