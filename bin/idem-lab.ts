@@ -56,6 +56,14 @@ const program = new Command('idem-lab')
   .showHelpAfterError(t('help.afterError'));
 
 let exitCode = 0;
+
+// `idem-lab check | head` closes the pipe early: stop quietly (the exit hooks still stop servers).
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(exitCode);
+    throw err;
+  });
+}
 const run = (action: () => Promise<number> | number) => async () => {
   exitCode = await action();
 };

@@ -2,11 +2,22 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { t } from '../i18n/index.js';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { CheckFailed } from './failure.js';
 import { readLedger } from './ledger.js';
 import { send, sendSimultaneously, type PayRequest } from './http.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import type { Exchange, LedgerRow } from './types.js';
+
+/** One line of the payment provider's statement: a call of charge(). */
+export interface Charge {
+  user: string;
+  amount: number;
+  /** ISO-8601 UTC time of the charge. */
+  at: string;
+  /** The server process that charged. */
+  pid?: number;
+}
 
 /**
  * What a live check works with: server instances on free ports sharing one fresh sqlite
@@ -18,6 +29,8 @@ export class LiveContext {
   readonly workspace: string;
   /** The sqlite file every instance of this check uses (IDEM_DB). */
   readonly dbPath: string;
+  /** Where the servers' charge() writes the payment provider's statement (IDEM_PROVIDER_LOG). */
+  readonly providerLog: string;
   /** Every exchange of this check, in order. */
   readonly exchanges: Exchange[] = [];
   /** Advice that does not fail the step. */
@@ -31,6 +44,7 @@ export class LiveContext {
   constructor(workspace: string, tmpDir: string, stepId: string, command?: ServerCommand) {
     this.workspace = workspace;
     this.dbPath = path.join(tmpDir, 'lab.db');
+    this.providerLog = path.join(tmpDir, 'provider.log');
     this.stepId = stepId;
     this.command = command;
   }
@@ -42,7 +56,7 @@ export class LiveContext {
    */
   async startServer(): Promise<ServerInstance> {
     const label = String.fromCharCode(65 + this.labelsGiven++);
-    const instance = await startServer({ workspace: this.workspace, dbPath: this.dbPath, label, command: this.command });
+    const instance = await startServer({ workspace: this.workspace, dbPath: this.dbPath, providerLog: this.providerLog, label, command: this.command });
     this.servers.push(instance);
     return instance;
   }
@@ -90,6 +104,41 @@ export class LiveContext {
     const exchanges = await sendSimultaneously(servers, requests);
     this.exchanges.push(...exchanges);
     return exchanges;
+  }
+
+  /**
+   * The payment provider's statement: every charge() call of this check's servers, in
+   * order, or undefined when the servers keep no statement (a server that is not built on
+   * the lab's server.py). Lines that are not JSON are passed over.
+   */
+  charges(): Charge[] | undefined {
+    if (!fs.existsSync(this.providerLog)) return undefined;
+    const charges: Charge[] = [];
+    for (const line of fs.readFileSync(this.providerLog, 'utf8').split('\n')) {
+      try {
+        const charge = JSON.parse(line) as Charge;
+        if (typeof charge.user === 'string') charges.push(charge);
+      } catch {
+        // a partial or foreign line
+      }
+    }
+    return charges;
+  }
+
+  /**
+   * Takes the database's write lock (BEGIN IMMEDIATE on a connection of the grader's own)
+   * and returns the function that releases it, changing nothing. While it is held the
+   * servers can read but every write waits: requests sent then all pass their look-ups
+   * before any of them can claim a key, which makes a check-then-insert fail every time.
+   * @throws Error when the database does not exist or is locked for more than 5 s
+   */
+  holdWriteLock(): () => void {
+    const db = new Database(this.dbPath, { fileMustExist: true, timeout: 5000 });
+    db.exec('BEGIN IMMEDIATE');
+    return () => {
+      db.exec('ROLLBACK');
+      db.close();
+    };
   }
 
   /**

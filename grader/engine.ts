@@ -3,6 +3,7 @@ import os from 'node:os';
 import { t } from '../i18n/index.js';
 import path from 'node:path';
 import { LiveContext } from './context.js';
+import { atExit } from './cleanup.js';
 import { CheckFailed } from './failure.js';
 import type { ServerCommand } from './server.js';
 import type { Exchange, LedgerRow, StepResult } from './types.js';
@@ -89,9 +90,12 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
   let ctx: LiveContext | undefined;
   let tmpDir: string | undefined;
   let phase: 'live' | 'file' = 'live';
+  let forgetTmpDir: (() => void) | undefined;
   try {
     if (step.live) {
       tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `idem-lab-${step.id}-`));
+      const dir = tmpDir;
+      forgetTmpDir = atExit(() => fs.rmSync(dir, { recursive: true, force: true }));
       ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command);
       said.push(await step.live(ctx));
       result.exchanges = ctx.exchanges;
@@ -102,7 +106,13 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       if (!fs.existsSync(file)) {
         throw new CheckFailed(t('check.fileMissing', { file: step.file.name, workspace: options.workspace }), t('check.fileMissing.why', { id: step.id }));
       }
-      said.push(step.file.check(fs.readFileSync(file, 'utf8'), { warn: (m) => result.warnings.push(m) }));
+      let text: string;
+      try {
+        text = fs.readFileSync(file, 'utf8');
+      } catch (err) {
+        throw new CheckFailed(t('check.fileUnreadable', { file: step.file.name, error: (err as Error).message }), t('check.fileUnreadable.why'));
+      }
+      said.push(step.file.check(text, { warn: (m) => result.warnings.push(m) }));
     }
     result.message = said.join(' ');
   } catch (err) {
@@ -114,6 +124,7 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       result.warnings.push(...ctx.warnings);
     }
     if (tmpDir) fs.rmSync(tmpDir, { recursive: true, force: true });
+    forgetTmpDir?.();
   }
   result.ms = Math.round(performance.now() - started);
   return result;

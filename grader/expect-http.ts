@@ -88,3 +88,25 @@ export function expectRows(ctx: LiveContext, key: string, count: number, exchang
   }
   return rows;
 }
+
+/**
+ * Requires the payment provider to have been asked to charge `payment.user` (and, when
+ * given, `payment.amount`) exactly `count` times, as its statement shows. Passes silently when the servers keep no statement.
+ * @throws CheckFailed with the charges found
+ */
+export function expectCharges(ctx: LiveContext, payment: { user: string; amount?: number }, count: number, exchanges: Exchange[], why: string): void {
+  const charges = ctx.charges();
+  if (charges === undefined) return;
+  const mine = charges.filter((c) => c.user === payment.user && (payment.amount === undefined || c.amount === payment.amount));
+  if (mine.length !== count) {
+    const what =
+      payment.amount === undefined ? t('check.charges.user', { user: JSON.stringify(payment.user) }) : t('check.charges.userAmount', { user: JSON.stringify(payment.user), amount: payment.amount });
+    const ran = t(mine.length === 1 ? 'check.times.one' : 'check.times.many', { n: mine.length });
+    const must = count === 1 ? t('check.once') : t('check.times.many', { n: count });
+    throw new CheckFailed(
+      t('check.charges', { ran, what, must }),
+      why,
+      { exchanges, details: mine.map((c) => t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '')) },
+    );
+  }
+}

@@ -62,16 +62,42 @@ function stripPrompt(line: string): string {
   return line.replace(/^\s*(?:[\w.@~:/-]*[$%#]\s+)/, '');
 }
 
-/** The first argument of a probe command line: the key ('' for an explicit ''), null for none. */
+/** Options of `idem-lab probe` that take a value (`--dir D`, `--port N`); `--dir=D` is one word. */
+const VALUE_OPTION = /^--?(?:dir|port)$/;
+
+/**
+ * The first argument of a probe command line that is not an option: the key ('' for an
+ * explicit ''), null for none. Options are passed over, with the value of those taking
+ * one: `idem-lab probe --dir ~/lab r5` sends r5.
+ */
 export function probeKey(line: string): string | null | undefined {
   const m = PROBE_COMMAND.exec(stripPrompt(line));
   if (!m) return undefined;
-  const args = m[1].trim();
-  if (args === '' || /^[|>&;]/.test(args)) return null;
-  const quoted = /^(['"])(.*?)\1/.exec(args);
-  if (quoted) return quoted[2].startsWith('{') ? null : quoted[2];
-  const word = args.split(/\s+/)[0];
-  return word.startsWith('{') || word.startsWith('"$') ? null : word.replace(/[;&|)]+$/, '');
+  let args = m[1];
+  let skipValue = false;
+  for (;;) {
+    args = args.trimStart();
+    if (args === '' || /^(?:[|>&;<)]|\d*>)/.test(args)) return null;
+    const quoted = /^(['"])(.*?)\1/.exec(args);
+    const word = quoted ? quoted[0] : args.split(/\s+/)[0];
+    args = args.slice(word.length);
+    if (skipValue) {
+      skipValue = false;
+      continue;
+    }
+    if (!quoted && /^-./.test(word)) {
+      skipValue = VALUE_OPTION.test(word);
+      continue;
+    }
+    if (quoted) return quoted[2].startsWith('{') ? null : quoted[2];
+    return word.startsWith('{') || word.startsWith('"$') ? null : word.replace(/[;&|)]+$/, '');
+  }
+}
+
+/** The key an `Idempotency-Key` header on a line carries: curl's `-H 'Idempotency-Key: k'`, hey's, httpie's or xh's `Idempotency-Key:k`. */
+export function headerKey(line: string): string | undefined {
+  const header = KEY_HEADER.exec(line);
+  return header ? keyText(header[1]) : undefined;
 }
 
 /**

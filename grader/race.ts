@@ -2,26 +2,52 @@ import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed } from './failure.js';
 import { t } from '../i18n/index.js';
 import { DEFAULT_PAYMENT, responseJson } from './http.js';
-import { expectRows } from './expect-http.js';
+import { expectCharges, expectRows } from './expect-http.js';
 import type { LiveContext } from './context.js';
 import type { ServerInstance } from './server.js';
+import type { Exchange } from './types.js';
 
 /** Requests per race round: the lab sheet's ten simultaneous requests. */
 export const RACE_SIZE = 10;
 
+/** How long a locked round holds the database's write lock while its requests arrive, in ms. */
+export const LOCK_HOLD_MS = 250;
+
+/** How a race round is run. */
+export interface RaceOptions {
+  /**
+   * Hold the database's write lock for LOCK_HOLD_MS while the requests arrive, so every
+   * look-up happens before any claim: a check-then-insert, however narrow its window,
+   * charges more than once every time instead of now and then.
+   */
+  lockDatabase?: boolean;
+}
+
 /**
- * One race round: RACE_SIZE requests with one fresh key, sent all at once, spread over
- * `servers` in turn. Passes when the ledger holds one row for the key, every answer is
- * the same 201 or a 409 for a request still in flight, and at least one is a 201.
+ * One race round: RACE_SIZE requests with one fresh key (and a user of their own), sent all
+ * at once, spread over `servers` in turn. Passes when the ledger holds one row for the key,
+ * charge() ran once for the user, every answer is the same 201 or a 409 for a request
+ * still in flight, and at least one is a 201.
  * @returns the key used
  * @throws CheckFailed naming the first broken rule, with the round's exchanges
  */
-export async function raceRound(ctx: LiveContext, servers: ServerInstance[], round: number): Promise<string> {
+export async function raceRound(ctx: LiveContext, servers: ServerInstance[], round: number, options: RaceOptions = {}): Promise<string> {
   const key = ctx.freshKey(`race${round}`);
-  const exchanges = await ctx.paySimultaneously(
-    servers,
-    Array.from({ length: RACE_SIZE }, () => ({ key, body: DEFAULT_PAYMENT })),
-  );
+  const user = `racer-${key}`;
+  const requests = Array.from({ length: RACE_SIZE }, () => ({ key, body: { user, amount: DEFAULT_PAYMENT.amount } }));
+  let release = options.lockDatabase ? ctx.holdWriteLock() : undefined;
+  let exchanges: Exchange[];
+  try {
+    const answers = ctx.paySimultaneously(servers, requests);
+    if (release) {
+      await new Promise((resolve) => setTimeout(resolve, LOCK_HOLD_MS));
+      release();
+      release = undefined;
+    }
+    exchanges = await answers;
+  } finally {
+    release?.();
+  }
   const where = servers.length > 1 ? t('check.race.splitOver', { servers: servers.map((s) => s.label).join(t('check.race.and')) }) : t('check.race.oneServer');
   const unanswered = exchanges.filter((e) => e.error !== undefined);
   if (unanswered.length > 0) {
@@ -56,6 +82,8 @@ export async function raceRound(ctx: LiveContext, servers: ServerInstance[], rou
       { exchanges: [successes[0], ...different] },
     );
   }
-  expectRows(ctx, key, 1, exchanges, t('check.race.rows.why', { size: RACE_SIZE }));
+  const why = t('check.race.rows.why', { size: RACE_SIZE });
+  expectRows(ctx, key, 1, exchanges, why);
+  expectCharges(ctx, { user }, 1, exchanges, why);
   return key;
 }

@@ -1,9 +1,11 @@
+import fs from 'node:fs';
 import net from 'node:net';
 import { execa, type ResultPromise } from 'execa';
 import { t } from '../i18n/index.js';
 import { CheckFailed } from './failure.js';
 import { send } from './http.js';
 import { limits } from './limits.js';
+import { atExit } from './cleanup.js';
 
 /** How a server is started: an executable and its arguments, run in the workspace. */
 export interface ServerCommand {
@@ -24,6 +26,8 @@ export interface StartOptions {
   label: string;
   /** The command; DEFAULT_COMMAND when absent. */
   command?: ServerCommand;
+  /** IDEM_PROVIDER_LOG: where charge() writes the payment provider's statement, if the server keeps one. */
+  providerLog?: string;
   /** IDEM_CHARGE_MS, in ms (default 50). */
   chargeMs?: number;
   /** How long to wait for GET /health to answer 200, in ms (default: limits().startMs). */
@@ -35,6 +39,7 @@ const STOP_GRACE_MS = 1500;
 
 /** Every process group this process started and has not yet seen stopped. */
 const running = new Set<ServerInstance>();
+atExit(() => killAllServersNow());
 
 /**
  * A free TCP port on 127.0.0.1, as the kernel hands it out for port 0.
@@ -60,6 +65,9 @@ export class ServerInstance {
   readonly dbPath: string;
   readonly pid: number;
   private tail = '';
+  private readonly streams: Array<{ destroy(): void } | null | undefined>;
+  /** True when a process had escaped the group (setsid) and had to be found and killed by pid. */
+  escaped = false;
   private exitInfo: { code?: number; signal?: string } | undefined;
   private readonly exited: Promise<void>;
 
@@ -68,6 +76,7 @@ export class ServerInstance {
     this.port = port;
     this.dbPath = dbPath;
     this.pid = subprocess.pid ?? -1;
+    this.streams = [subprocess.stdout, subprocess.stderr, subprocess.all];
     subprocess.all?.on('data', (chunk: Buffer) => {
       this.tail = (this.tail + chunk.toString('utf8')).slice(-OUTPUT_TAIL_BYTES);
     });
@@ -98,7 +107,9 @@ export class ServerInstance {
   }
 
   /**
-   * Stops the whole process group: SIGTERM, then SIGKILL after 1.5 s. Idempotent; never throws.
+   * Stops the whole process group: SIGTERM, then SIGKILL after 1.5 s; returns at most 1.5 s
+   * later even if a process that left the group still holds its output (see `escaped`).
+   * Idempotent; never throws.
    */
   async stop(): Promise<void> {
     killGroup(this.pid, 'SIGTERM');
@@ -108,7 +119,18 @@ export class ServerInstance {
     ]);
     // The leader may be gone while children it forked live on: the group gets SIGKILL either way.
     killGroup(this.pid, 'SIGKILL');
-    if (!graceful) await this.exited;
+    if (!graceful) {
+      // A process that left the group (setsid) can hold the output pipe open for ever:
+      // wait a while, then stop reading it rather than hang.
+      const ended = await Promise.race([
+        this.exited.then(() => true),
+        new Promise<boolean>((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS).unref()),
+      ]);
+      if (!ended) {
+        this.escaped = killEscapees(this.port, this.dbPath) > 0;
+        this.streams.forEach((stream) => stream?.destroy());
+      }
+    }
     running.delete(this);
   }
 
@@ -126,6 +148,34 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   } catch {
     // ESRCH: the group is already gone.
   }
+}
+
+/**
+ * Kills, by pid, every process that carries this instance's environment (PORT and
+ * IDEM_DB as the grader set them) but left its process group, e.g. a daemon that called
+ * setsid. Only processes this grader started can carry both values. Linux only (/proc);
+ * elsewhere it finds nothing. Returns how many it killed.
+ */
+function killEscapees(port: number, dbPath: string): number {
+  let killed = 0;
+  let entries: string[] = [];
+  try {
+    entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    return 0;
+  }
+  for (const entry of entries) {
+    try {
+      const env = fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0');
+      if (env.includes(`PORT=${port}`) && env.includes(`IDEM_DB=${dbPath}`)) {
+        process.kill(Number(entry), 'SIGKILL');
+        killed++;
+      }
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return killed;
 }
 
 function sleep(ms: number): Promise<void> {
@@ -166,6 +216,7 @@ function spawnServer(options: StartOptions, port: number): ServerInstance {
       PORT: String(port),
       IDEM_DB: options.dbPath,
       IDEM_CHARGE_MS: String(options.chargeMs ?? 50),
+      ...(options.providerLog ? { IDEM_PROVIDER_LOG: options.providerLog } : {}),
       PYTHONUNBUFFERED: '1',
       PYTHONDONTWRITEBYTECODE: '1',
     },
@@ -213,23 +264,4 @@ export function killAllServersNow(): void {
 /** How many servers this process started that are still not stopped (for tests). */
 export function runningServerCount(): number {
   return running.size;
-}
-
-let exitHooksInstalled = false;
-
-/**
- * Makes sure no server outlives this process: on exit, and on SIGINT/SIGTERM/SIGHUP
- * (then exits with 128 + signal number). Safe to call more than once.
- */
-export function installExitHooks(): void {
-  if (exitHooksInstalled) return;
-  exitHooksInstalled = true;
-  process.on('exit', killAllServersNow);
-  const codes: Record<string, number> = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 };
-  for (const signal of Object.keys(codes) as NodeJS.Signals[]) {
-    process.once(signal, () => {
-      killAllServersNow();
-      process.exit(codes[signal]);
-    });
-  }
 }

@@ -8,6 +8,8 @@ Environment:
   PORT            port to listen on, on 127.0.0.1 (default 8000)
   IDEM_DB         sqlite file holding the ledger and the idem table (default lab.db)
   IDEM_CHARGE_MS  simulated payment-provider latency inside charge(), in ms (default 50)
+  IDEM_PROVIDER_LOG  when set, a file to which charge() appends one JSON line per charge:
+                  the payment provider's own statement, which the grader reads
 """
 
 import hashlib
@@ -25,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 PORT = int(os.environ.get("PORT", "8000"))
 DB_PATH = os.environ.get("IDEM_DB", "lab.db")
 CHARGE_MS = int(os.environ.get("IDEM_CHARGE_MS", "50"))
+PROVIDER_LOG = os.environ.get("IDEM_PROVIDER_LOG")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -71,10 +74,17 @@ def fingerprint(payload):
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+_provider_lock = threading.Lock()
+
+
 def charge(user, amount):
     """Ask the payment provider to move the money. Takes IDEM_CHARGE_MS; this is the slow,
     irreversible part that must happen once per payment."""
     time.sleep(CHARGE_MS / 1000)
+    if PROVIDER_LOG:
+        line = json.dumps({"user": user, "amount": amount, "at": now_iso(), "pid": os.getpid()})
+        with _provider_lock, open(PROVIDER_LOG, "a", encoding="utf-8") as statement:
+            statement.write(line + "\n")
 
 
 def record_payment(key, user, amount):

@@ -10,6 +10,7 @@ import readline from 'node:readline';
 import { watch as watchFiles } from 'chokidar';
 import { grade } from '../grader/engine.js';
 import { killAllServersNow } from '../grader/server.js';
+import { runExitTasks } from '../grader/cleanup.js';
 import { colourFor, formatProgress, formatResult } from '../grader/reporters/human.js';
 import { passedCount, prepareCheck, saveVerdicts } from '../grader/check-command.js';
 import { STEPS, selectSteps } from '../steps/index.js';
@@ -117,7 +118,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   const stop = () => finish(0);
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const signal of signals) process.on(signal, stop);
-  process.on('exit', killAllServersNow);
+  process.on('exit', runExitTasks);
   const onKey = (text: string | undefined, key: { name?: string; ctrl?: boolean } | undefined) => {
     if ((key?.ctrl && key.name === 'c') || text === 'q') stop();
     else if (text === 'c' || key?.name === 'return') runs.trigger('key');

@@ -124,9 +124,10 @@ export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en'): La
  */
 export function openWorkspace(dir: string): { workspace: string; command: ServerCommand } {
   const workspace = path.resolve(dir);
-  if (!fs.existsSync(workspace) || !fs.statSync(workspace).isDirectory()) {
+  if (!fs.existsSync(workspace)) {
     throw new SetupError(t('cli.noFolder', { dir: workspace }));
   }
+  if (!fs.statSync(workspace).isDirectory()) throw new SetupError(t('cli.isFile', { dir: workspace }));
   const command = configuredCommand(workspace);
   if (!command && !fs.existsSync(path.join(workspace, 'server.py'))) {
     throw new SetupError(t('cli.noServerPy', { dir: workspace }));

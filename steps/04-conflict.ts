@@ -1,13 +1,14 @@
 import { expect } from '../grader/failure.js';
-import { t } from '../i18n/index.js';
 import { describeResponse, parsePaste } from '../grader/paste.js';
-import { expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
+import { t } from '../i18n/index.js';
+import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import type { Step } from './types.js';
 
 const why = () => t('step.04.why');
 
 /**
- * Step 04: a key reused with a different body is refused with 422 and changes nothing;
+ * Step 04: a key reused with a different body (another amount, or another user) is
+ * refused with 422 and changes nothing;
  * the first body under that key still replays (lab sheet, step 4; the request fingerprint
  * of the IETF Idempotency-Key draft).
  */
@@ -39,11 +40,23 @@ export const step: Step = {
     paymentOf(first);
     const other = await ctx.pay(server, { key, body: { user: 'u1', amount: 99999 } });
     expectStatus(other, 422, t('step.04.other'), why());
-    const rows = expectRows(ctx, key, 1, [first, other], t('step.04.refusedRows.why'));
-    expect(rows[0].amount === 1000, t('step.04.amount', { amount: rows[0].amount }), why(), { exchanges: [first, other], ledger: rows });
+    const otherUser = await ctx.pay(server, { key, body: { user: 'u2', amount: 1000 } });
+    expectStatus(
+      otherUser,
+      422,
+      t('step.04.otherUser'),
+      t('step.04.otherUser.why'),
+    );
+    const rows = expectRows(ctx, key, 1, [first, other, otherUser], t('step.04.refusedRows.why'));
+    expect(rows[0].amount === 1000 && rows[0].user === 'u1', t('step.04.amount', { user: rows[0].user, amount: rows[0].amount }), why(), {
+      exchanges: [first, other, otherUser],
+      ledger: rows,
+    });
     const again = await ctx.pay(server, { key, body: { user: 'u1', amount: 1000 } });
     expectReplay(first, again, t('step.04.again.why'));
-    expectRows(ctx, key, 1, [first, other, again], t('step.04.againRows.why'));
+    const exchanges = [first, other, otherUser, again];
+    expectRows(ctx, key, 1, exchanges, t('step.04.againRows.why'));
+    expectCharges(ctx, { user: 'u1', amount: 1000 }, 1, exchanges, t('step.04.charges.why'));
     return t('step.04.pass');
   },
   get hints() {

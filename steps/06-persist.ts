@@ -1,8 +1,8 @@
 import { DEFAULT_PAYMENT } from '../grader/http.js';
-import { t } from '../i18n/index.js';
 import { expect } from '../grader/failure.js';
+import { t } from '../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../grader/paste.js';
-import { expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
+import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import { raceRound } from '../grader/race.js';
 import { RACE_ROUNDS } from './05-race.js';
 import type { Step } from './types.js';
@@ -53,27 +53,31 @@ export const step: Step = {
     const WHY_RESTART = t('step.06.restart.why');
     const a = await ctx.startServer();
     const key = ctx.freshKey('restart');
-    const first = await ctx.pay(a, { key, body: DEFAULT_PAYMENT });
+    const RESTART_PAYMENT = { user: 'u6-restart', amount: DEFAULT_PAYMENT.amount };
+    const first = await ctx.pay(a, { key, body: RESTART_PAYMENT });
     expectStatus(first, 201, t('check.first201'), t('step.06.first201.why'));
     paymentOf(first);
     await ctx.stopServer(a);
     // B restarts on A's database; C, the second instance for the shared checks, starts alongside.
     const [b, c] = await Promise.all([ctx.startServer(), ctx.startServer()]);
-    const retry = await ctx.pay(b, { key, body: DEFAULT_PAYMENT });
+    const retry = await ctx.pay(b, { key, body: RESTART_PAYMENT });
     expectReplay(first, retry, WHY_RESTART);
     expectRows(ctx, key, 1, [first, retry], WHY_RESTART);
+    expectCharges(ctx, RESTART_PAYMENT, 1, [first, retry], WHY_RESTART);
 
     const WHY_SHARED = t('step.06.shared.why');
     const key2 = ctx.freshKey('shared');
-    const onB = await ctx.pay(b, { key: key2, body: DEFAULT_PAYMENT });
+    const SHARED_PAYMENT = { user: 'u6-shared', amount: DEFAULT_PAYMENT.amount };
+    const onB = await ctx.pay(b, { key: key2, body: SHARED_PAYMENT });
     expectStatus(onB, 201, t('check.first201'), WHY_SHARED);
     paymentOf(onB);
-    const onC = await ctx.pay(c, { key: key2, body: DEFAULT_PAYMENT });
+    const onC = await ctx.pay(c, { key: key2, body: SHARED_PAYMENT });
     expectReplay(onB, onC, WHY_SHARED);
     expectRows(ctx, key2, 1, [onB, onC], WHY_SHARED);
+    expectCharges(ctx, SHARED_PAYMENT, 1, [onB, onC], WHY_SHARED);
 
     for (let round = 1; round <= RACE_ROUNDS; round++) {
-      await raceRound(ctx, [b, c], round);
+      await raceRound(ctx, [b, c], round, { lockDatabase: round === 1 });
     }
     return t('step.06.pass', { rounds: RACE_ROUNDS });
   },

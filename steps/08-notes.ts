@@ -1,18 +1,24 @@
 import { expect } from '../grader/failure.js';
-import { statements, wordCount } from '../grader/markdown.js';
-import type { Step } from './types.js';
+import { sentences, statements, wordCount } from '../grader/markdown.js';
 import { t } from '../i18n/index.js';
+import type { Step } from './types.js';
+
+/** A mention of the idempotency key: a line about "a different request" counts for the body idea only with one. */
+const KEY = /\bkeys?\b|idempoten|키|键/i;
 
 /**
  * The three ideas 08-notes.md must cover, each recognised in Korean (the lab sheet asks
  * for 재시도, 저장, 본문), English or Chinese, whatever language the learner writes in.
+ * `pattern` counts anywhere; `underKey` only in a line (a list item or paragraph) that
+ * also names the key.
  */
-export const CONCEPTS = [
+export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegExp; missing: string }[] = [
   {
     get name() {
       return t('step.08.concept.retry');
     },
-    pattern: /retr(?:y|ies|ied|ying)|재시도|重试|再试/i,
+    pattern:
+      /retr(?:y|ies|ied|ying)|\bre-?send|\bsend(?:s|ing)?\s+(?:it\s+|them\s+|the\s+(?:same\s+)?(?:request|payment)\s+)?again|\btr(?:y|ies|ying)\s+(?:it\s+)?again|재시도|재전송|다시\s*(?:보내|보낸|보냄|보낼|전송|시도)|重试|再试|再发|重发|重新发送|再次发送/i,
     get missing() {
       return t('step.08.concept.retry.missing');
     },
@@ -21,7 +27,16 @@ export const CONCEPTS = [
     get name() {
       return t('step.08.concept.store');
     },
-    pattern: /\bstor(?:e|ed|es|ing|age)\b|\bsav(?:e|ed|es|ing)\b|persist|database|\bDB\b|redis|sqlite|저장|存储|保存|存放|数据库/i,
+    pattern: new RegExp(
+      [
+        String.raw`\bstor(?:e|ed|es|ing|age)\b|\bsav(?:e|ed|es|ing)\b|persist|database|\bDB\b|redis|sqlite|\bremember(?:s|ed|ing)?\b`,
+        // "kept in a table every instance shares", "keeps them in the shared store": keeping somewhere, not any table
+        String.raw`\b(?:keep|keeps|keeping|kept)\b(?:\s+\S+){0,6}?\s+(?:in|on|inside)\s+(?:a|an|the|one|its|our|their|some)?\s*(?:\S+\s+){0,2}?(?:table|store|db|disk|file)\b`,
+        String.raw`\b(?:table|store)\s+(?:that\s+)?(?:every|all|each|both)\s+(?:\S+\s+)?(?:instances?|servers?|process(?:es)?)\b|\bshared\s+(?:table|store)\b`,
+        '저장|보관|기억|存储|保存|存放|数据库|记住',
+      ].join('|'),
+      'i',
+    ),
     get missing() {
       return t('step.08.concept.store.missing');
     },
@@ -31,17 +46,24 @@ export const CONCEPTS = [
       return t('step.08.concept.body');
     },
     pattern: /\bbod(?:y|ies)\b|payload|본문|正文|请求体|请求内容/i,
+    underKey:
+      /\b(?:different|other|another|changed|new)\s+(?:amounts?|requests?|data|parameters|contents?)\b|다른\s*(?:금액|요청|내용)|(?:不同|另一个|另外的?)的?(?:金额|请求)/i,
     get missing() {
       return t('step.08.concept.body.missing');
     },
   },
-] as const;
+];
 
-/** The minimum number of written lines (lab sheet, step 8). */
+/** The minimum number of sentences of the learner's own words (the lab sheet's three lines; three sentences on one line count three). */
 export const MIN_LINES = 3;
 
+/** Whether a line (a list item or paragraph) states a concept. */
+function covers(concept: (typeof CONCEPTS)[number], line: string): boolean {
+  return concept.pattern.test(line) || (concept.underKey !== undefined && concept.underKey.test(line) && KEY.test(line));
+}
+
 /**
- * Step 08: 08-notes.md has at least three lines covering why retries are unavoidable,
+ * Step 08: 08-notes.md has at least three sentences covering why retries are unavoidable,
  * where keys are stored, and why a different body under one key is refused (lab sheet, step 8).
  */
 export const step: Step = {
@@ -53,19 +75,27 @@ export const step: Step = {
   file: {
     name: '08-notes.md',
     check(text) {
-      const written = statements(text).filter((st) => st.kind !== 'heading' && wordCount(st.text) >= 3);
+      // Sentences of three words or more, grouped by the list item or paragraph they belong to.
+      const lines = new Map<number, string[]>();
+      for (const st of statements(text)) {
+        if (st.kind === 'heading') continue;
+        const written = sentences(st.text).filter((sentence) => wordCount(sentence) >= 3);
+        if (written.length) lines.set(st.block, [...(lines.get(st.block) ?? []), ...written]);
+      }
+      const count = [...lines.values()].reduce((n, written) => n + written.length, 0);
       expect(
-        written.length >= MIN_LINES,
-        t('step.08.tooShort', { min: MIN_LINES, count: written.length }),
+        count >= MIN_LINES,
+        t('step.08.tooShort', { min: MIN_LINES, count }),
         t('step.08.tooShort.why'),
       );
-      const all = written.map((st) => st.text).join('\n');
-      const missing = CONCEPTS.filter((c) => !c.pattern.test(all));
+      const all = [...lines.values()].map((written) => written.join(' '));
+      const found = (c: (typeof CONCEPTS)[number]) => all.some((line) => covers(c, line));
+      const missing = CONCEPTS.filter((c) => !found(c));
       expect(
         missing.length === 0,
         t('step.08.missing', { missing: missing.map((c) => c.missing).join(t('step.08.missingJoin')) }),
         t('step.08.missing.why'),
-        { details: CONCEPTS.map((c) => t(c.pattern.test(all) ? 'step.08.found' : 'step.08.notFound', { name: c.name })) },
+        { details: CONCEPTS.map((c) => t(found(c) ? 'step.08.found' : 'step.08.notFound', { name: c.name })) },
       );
       return t('step.08.pass', { list: CONCEPTS.map((c) => c.name).join(', ') });
     },

@@ -86,7 +86,7 @@ test('a failing check exits 1 and shows what was sent, what came back and the le
     assert.match(run.stdout, /Why it matters: /);
     assert.match(run.stdout, /What was sent and what came back:/);
     assert.match(run.stdout, /\[A\] POST \/pay {2}Idempotency-Key: 02-replay-[0-9a-f]+ {2}\{"user":"u1","amount":1000\}/);
-    assert.match(run.stdout, /· payment_id: 1 first, 2 then/);
+    assert.match(run.stdout, /· payment_id: 1 first, 3 then/);
     assert.match(run.stdout, /Stuck\? idem-lab hint 02/);
     assert.match(run.stdout, /0 of 1 step passes\. To do: 02\./);
     assert.equal(readState(ws.dir).steps?.['02']?.status, 'fail');

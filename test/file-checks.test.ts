@@ -39,6 +39,9 @@ const PASSES: Record<string, { sentence: RegExp; warnings?: RegExp[] }> = {
   '05-race/pass-xargs-sqlite-headers.txt': { sentence: /one ledger row for the raced key "race-b"/ },
   '05-race/pass-curl-loop.txt': { sentence: /one ledger row for the raced key "burst-1"/ },
   '05-race/pass-grep-ledger.txt': { sentence: /one ledger row for the raced key "r12"/ },
+  '05-race/pass-dir-option.txt': { sentence: /one ledger row for the raced key "r5"/ },
+  '05-race/pass-hey-header.txt': { sentence: /one ledger row for the raced key "r6"/ },
+  '05-race/pass-xh-loop.txt': { sentence: /one ledger row for the raced key "r8"/ },
 
   '06-persist/pass-second-instance.txt': { sentence: /payment_id 3 answered again unchanged \(lines 4 and 11\)/ },
   '06-persist/pass-jq-pretty.txt': { sentence: /payment_id 12 answered again unchanged \(lines 3 and 20\)/ },
@@ -57,11 +60,27 @@ const PASSES: Record<string, { sentence: RegExp; warnings?: RegExp[] }> = {
     sentence: /classifies timeout, 503, 400, 422, 404 with reasons/,
     warnings: [/says to retry 404; a client should not/, /exponential backoff with jitter/],
   },
+  '07-retry/pass-wrapped-prose.md': { sentence: /classifies timeout, 503, 400, 422 with reasons/ },
+  '07-retry/pass-timeout-no-way.md': { sentence: /classifies timeout, 503, 400, 422 with reasons/ },
+  '07-retry/pass-retrying-wont-help.md': { sentence: /classifies 400, 422, 404, 503, timeout with reasons/ },
+  '07-retry/pass-heading-sections.md': { sentence: /classifies timeout, 503, 500, 400, 422 with reasons/ },
+  '07-retry/pass-always-never.md': { sentence: /classifies timeout, 503, 429, 400, 422 with reasons/ },
+  '07-retry/pass-action-column.md': { sentence: /classifies timeout, 503, 500, 400, 422 with reasons/ },
+  '07-retry/pass-ko-zh-action.md': { sentence: /classifies timeout, 503, 400, 422, 502 with reasons/ },
+  '07-retry/pass-nested-items.md': { sentence: /classifies 503, timeout, 400, 422 with reasons/ },
+  '07-retry/pass-unread-line.md': {
+    sentence: /classifies timeout, 500, 400, 422 with reasons/,
+    warnings: [/names 503 but no retry verdict could be read from the line "503 \| depends \| the server is overloaded/],
+  },
 
   '08-notes/pass-en.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
   '08-notes/pass-ko.md': { sentence: /covers why retries are unavoidable/ },
   '08-notes/pass-zh.md': { sentence: /covers why retries are unavoidable/ },
   '08-notes/pass-mixed-paragraph.md': { sentence: /covers why retries are unavoidable/ },
+  '08-notes/pass-send-again-remember.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
+  '08-notes/pass-one-line.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
+  '08-notes/pass-ko-synonyms.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
+  '08-notes/pass-zh-synonyms.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
 };
 
 /**
@@ -89,6 +108,8 @@ const FAIL_REASONS: Record<string, RegExp> = {
   '05-race/fail-no-ledger.txt': /must show the ledger/,
   '05-race/fail-two-rows.txt': /exactly one ledger row for the raced key "r7"; it shows 2\./,
   '05-race/fail-stale-ledger.txt': /exactly one ledger row for the raced key "r9"; it shows 0\./,
+  '05-race/fail-no-loop-shown.txt': /does not show which key was raced: .*no row for "race"; paste the loop command you ran/,
+  '05-race/fail-unread-key-repeated.txt': /the raced key could not be read from the paste, and the ledger shows key "burst" with 3 rows; paste the loop command/,
 
   '06-persist/fail-rebuilt-charged-at.txt': /payment_id 3 twice but with different charged_at/,
   '06-persist/fail-new-payment.txt': /must show the retry after the restart answered with the first payment/,
@@ -99,11 +120,19 @@ const FAIL_REASONS: Record<string, RegExp> = {
   '07-retry/fail-three-rows.md': /must classify at least 4 responses .*; it classifies 3\./,
   '07-retry/fail-no-reasons.md': /must classify at least 4 responses .*each with a reason; it classifies 0\./,
   '07-retry/fail-no-retry-timeout.md': /says not to retry a timeout \(no response\)/,
+  '07-retry/fail-always-400.md': /says to retry 400; a client should not/,
+  '07-retry/fail-always-422.md': /says to retry 422; a client should not/,
+  '07-retry/fail-resend-422.md': /says to retry 422; a client should not/,
+  '07-retry/fail-resend-400.md': /says to retry 400; a client should not/,
+  '07-retry/fail-give-up-503.md': /says not to retry 503; a client should retry it/,
+  '07-retry/fail-give-up-timeout.md': /says not to retry a timeout \(no response\)/,
 
   '08-notes/fail-two-lines.md': /must have at least 3 lines of your own words; it has 2\./,
   '08-notes/fail-no-body.md': /does not say why a reused key with a different body is refused/,
   '08-notes/fail-keywords-only.md': /must have at least 3 lines of your own words; it has 0\./,
   '08-notes/fail-ko-no-storage.md': /does not say where the keys are kept/,
+  '08-notes/fail-table-not-storage.md': /does not say where the keys are kept/,
+  '08-notes/fail-different-request-no-key.md': /does not say why a reused key with a different body is refused/,
 };
 
 /** The fixture folders named `<id>-<slug>`, each with the step it belongs to. */

@@ -77,3 +77,9 @@ test('a server that ignores IDEM_DB is told so, not graded on an empty ledger', 
   assert.equal(result.status, 'fail');
   assert.match(result.message, /never created the database the grader named in IDEM_DB/);
 });
+
+test('a daemon that escapes the process group is found by its environment and killed', async () => {
+  const { result } = await gradeServer(misbehaving('escapes-group'));
+  assert.equal(result.status, 'fail');
+  assert.match(result.message, /must charge and answer 201/);
+});

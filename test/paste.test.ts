@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { commandKey, describeResponse, parsePaste, paymentId, probeKey, type PastedResponse } from '../grader/paste.js';
+import { commandKey, describeResponse, headerKey, parsePaste, paymentId, probeKey, type PastedResponse } from '../grader/paste.js';
 import type { LedgerRow } from '../grader/types.js';
 
 /** Joins lines with \n, so each test can count its lines. */
@@ -367,7 +367,7 @@ test('a ledger pasted twice keeps each payment_id once, in order', () => {
   assert.deepEqual(paste.ledger, [row(1, 'k1', T1), row(2, 'k1', T2)]);
 });
 
-test('probeKey and commandKey read the key a command sends', () => {
+test('probeKey, headerKey and commandKey read the key a command sends', () => {
   assert.equal(probeKey('$ ./probe.sh k1'), 'k1');
   assert.equal(probeKey('user@host:~/lab$ ./probe.sh "k 2" \'{"user":"u1","amount":5}\''), 'k 2');
   assert.equal(probeKey("$ ./probe.sh ''"), '');
@@ -375,6 +375,15 @@ test('probeKey and commandKey read the key a command sends', () => {
   assert.equal(probeKey('$ ./probe.sh >> 03-nokey.txt'), null);
   assert.equal(probeKey('$ idem-lab probe r7 &'), 'r7');
   assert.equal(probeKey('$ ./ledger.sh'), undefined);
+  assert.equal(probeKey('$ npx idem-lab probe --dir ~/idem-lab r5 &'), 'r5');
+  assert.equal(probeKey('$ idem-lab probe --port 8001 --dir=/tmp/lab "r 6"'), 'r 6');
+  assert.equal(probeKey('$ idem-lab probe r7 --dir ~/idem-lab'), 'r7');
+  assert.equal(probeKey('$ idem-lab probe --dir ~/idem-lab'), null);
+  assert.equal(probeKey('$ ./probe.sh 2>&1'), null);
+
+  assert.equal(headerKey('for i in $(seq 10); do xh POST :8000/pay Idempotency-Key:r5 user=u1 & done'), 'r5');
+  assert.equal(headerKey(`hey -n 10 -c 10 -m POST -H "Idempotency-Key: r6" http://127.0.0.1:8000/pay`), 'r6');
+  assert.equal(headerKey('./ledger.sh'), undefined);
 
   assert.equal(commandKey('./probe.sh race >/dev/null 2>&1 & pids="$pids $!"; done'), 'race');
   assert.equal(commandKey(`curl -s localhost:8000/pay -H 'Idempotency-Key: burst-1' -d '{}' & done`), 'burst-1');

@@ -15,7 +15,11 @@ import { fixtureWorkspace, serversUnder } from './support.js';
 type Row = [string, string, string, string, string, string, string, string];
 const P = 'pass';
 
-/** Expected verdicts for steps 01..08: 'pass', or a pattern the failure message must match. */
+/**
+ * Expected verdicts for steps 01..08: 'pass', or a pattern the failure message must match.
+ * A pattern starting with '~' marks a real race in a wrong solution outside the step it
+ * targets: it may pass or fail from run to run, and when it fails it must be for that reason.
+ */
 const MATRIX: Record<string, Row> = {
   reference: [P, P, P, P, P, P, P, P],
   starter: [P, 'stored first response back unchanged', 'without an Idempotency-Key header must be refused with 400', 'must be refused with 422', 'must be one and the same response', 'stored first response back unchanged', P, P],
@@ -28,6 +32,11 @@ const MATRIX: Record<string, Row> = {
   'replay-as-error': [P, 'first response again \\(HTTP 201\\), not HTTP 409', P, 'first response again \\(HTTP 201\\), not HTTP 409', P, 'first response again \\(HTTP 201\\), not HTTP 409', P, P],
   'replay-fresh-charged-at': [P, 'stored first response back unchanged', P, 'stored first response back unchanged', 'must be one and the same response', 'stored first response back unchanged', P, P],
   'race-losers-500': [P, P, P, P, 'got HTTP 500', 'split over servers B and C.*got HTTP 500', P, P],
+  'replay-once': [P, 'stored first response back unchanged', P, P, '~Round \\d: .*(must be one and the same response|must hold 1 row|charge\\(\\) ran)', '~Round \\d: .*(must be one and the same response|must hold 1 row|charge\\(\\) ran)', P, P],
+  'replay-from-ledger': [P, 'stored first response back unchanged', P, P, P, P, P, P],
+  'charge-before-claim': [P, 'charge\\(\\) ran \\d+ times for user "u1" and amount 1000; it must run once', P, 'charge\\(\\) ran \\d+ times for user "u1" and amount 1000', 'charge\\(\\) ran \\d+ times for user "racer-05-race1-', 'charge\\(\\) ran \\d+ times for user "u6-restart"', P, P],
+  'amount-only-fingerprint': [P, P, P, 'another user \\(u2 instead of u1, same amount\\) must be refused with 422', P, P, P, P],
+  'narrow-check-then-insert': [P, P, P, P, 'Round 1: .*(must be one and the same response|must hold 1 row)', 'Round 1: .*split over servers B and C', P, P],
 };
 
 after(() => {
@@ -39,18 +48,19 @@ test('every solution fixture has an expected row, and every row a fixture', () =
 });
 
 for (const [solution, row] of Object.entries(MATRIX)) {
-  test(`${solution}: ${row.map((v, i) => `${STEPS[i].id}:${v === P ? 'pass' : 'fail'}`).join(' ')}`, async () => {
+  const verdict = (v: string) => (v === P ? 'pass' : v.startsWith('~') ? 'pass|fail' : 'fail');
+  test(`${solution}: ${row.map((v, i) => `${STEPS[i].id}:${verdict(v)}`).join(' ')}`, async () => {
     const ws = fixtureWorkspace(solution);
     try {
       const results = await grade({ workspace: ws.dir, steps: STEPS, command: resolveInterpreter(DEFAULT_COMMAND, ws.dir) });
       assert.deepEqual(
-        results.map((r) => r.status),
-        row.map((v) => (v === P ? 'pass' : 'fail')),
+        results.map((r, i) => (row[i].startsWith('~') && r.status !== 'error' ? 'pass|fail' : r.status)),
+        row.map(verdict),
         results.map((r) => `${r.id} ${r.status}: ${r.message}`).join('\n'),
       );
       results.forEach((result, i) => {
-        if (row[i] === P) return;
-        assert.match(result.message, new RegExp(row[i]), `step ${result.id} fails for the right reason`);
+        if (row[i] === P || result.status === 'pass') return;
+        assert.match(result.message, new RegExp(row[i].replace(/^~/, '')), `step ${result.id} fails for the right reason`);
         assert.ok(result.why, `step ${result.id} says why it matters`);
         assert.ok(result.exchanges.length > 0, `step ${result.id} shows what was sent and what came back`);
       });
