@@ -3,8 +3,11 @@
  * idem-lab: the command line. Parses arguments and hands off to lab/ (the runner) and
  * grader/ (the checks). Exit codes: 0 done or all passed, 1 a check failed, 2 usage or setup error.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { SetupError } from '../grader/failure.js';
+import { chooseLanguage, setLanguage, t } from '../i18n/index.js';
 
 // The commands load their modules when they run, so `--help` does not pay for undici,
 // better-sqlite3, execa and marked.
@@ -15,17 +18,44 @@ const ci = () => import('../lab/ci.js');
 
 function port(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new InvalidArgumentError('a port is a whole number from 1 to 65535');
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new InvalidArgumentError(t('help.portInvalid'));
   return n;
 }
 
-const DIR_HELP = 'the workspace folder (default: the current directory)';
+
+/** The value of `--name V` or `--name=V` on the command line, before any `--`. */
+function argValue(args: string[], name: string): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--') break;
+    if (args[i] === `--${name}`) return args[i + 1];
+    if (args[i].startsWith(`--${name}=`)) return args[i].slice(name.length + 3);
+  }
+  return undefined;
+}
+
+/** The language the workspace of this run was started in (.idem-lab/state.json), if any. */
+function workspaceLanguage(dir: string | undefined): string | undefined {
+  try {
+    const state = JSON.parse(fs.readFileSync(path.join(path.resolve(dir ?? '.'), '.idem-lab', 'state.json'), 'utf8')) as { lang?: unknown };
+    return typeof state.lang === 'string' ? state.lang : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// The language is chosen before anything is printed: --lang, else the workspace's, else the locale.
+const args = process.argv.slice(2);
+const chosen = chooseLanguage(argValue(args, 'lang'), workspaceLanguage(argValue(args, 'dir')));
+setLanguage(chosen.lang);
+if (chosen.unknown !== undefined) console.error(t('cli.lang.unknown', { lang: chosen.unknown, using: chosen.lang }));
 
 const program = new Command('idem-lab')
-  .description('Press twice, charge once: a hands-on lab for idempotent APIs, and its grader.')
-  .version('0.1.0')
+  .description(t('help.program'))
+  .version('0.1.0', '-V, --version', t('help.version'))
+  .helpOption('-h, --help', t('help.help'))
+  .helpCommand('help [command]', t('help.helpCommand'))
   .exitOverride()
-  .showHelpAfterError('(idem-lab --help lists the commands)');
+  .showHelpAfterError(t('help.afterError'));
 
 let exitCode = 0;
 
@@ -42,43 +72,43 @@ const run = (action: () => Promise<number> | number) => async () => {
 
 program
   .command('start')
-  .description('lay out the workspace (never overwriting your changes) and start the payment server')
-  .option('--dir <dir>', DIR_HELP)
-  .option('--lang <lang>', 'language of the lab sheet: en, ko or zh', 'en')
-  .option('--port <port>', 'port for the server (default 8000)', port)
-  .option('--force', 'reset every lab file to the original, even ones you changed')
+  .description(t('help.start'))
+  .option('--dir <dir>', t('help.dir'))
+  .option('--lang <lang>', t('help.start.lang'))
+  .option('--port <port>', t('help.start.port'), port)
+  .option('--force', t('help.start.force'))
   .action((opts) => run(async () => (await lab()).startCommand(opts))());
 
-program.command('stop').description('stop the payment server started here (by its recorded pid)').option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).stopCommand(opts))());
-program.command('restart').description('stop and start the payment server, e.g. after editing server.py').option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).restartCommand(opts))());
-program.command('status').description("the server's state and every step's last verdict").option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).statusCommand(opts))());
+program.command('stop').description(t('help.stop')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).stopCommand(opts))());
+program.command('restart').description(t('help.restart')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).restartCommand(opts))());
+program.command('status').description(t('help.status')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statusCommand(opts))());
 
 program
   .command('probe')
-  .description('send one POST /pay to the running server and print what came back (like ./probe.sh)')
-  .argument('[key]', 'the Idempotency-Key; leave out to send no header')
-  .argument('[body]', 'the JSON body (default {"user":"u1","amount":1000})')
-  .option('--dir <dir>', DIR_HELP)
-  .option('--port <port>', 'the server port (default: the one idem-lab start recorded)', port)
+  .description(t('help.probe'))
+  .argument('[key]', t('help.probe.key'))
+  .argument('[body]', t('help.probe.body'))
+  .option('--dir <dir>', t('help.dir'))
+  .option('--port <port>', t('help.probe.port'), port)
   .action((key, body, opts) => run(async () => (await lab()).probeCommand(key, body, opts))());
 
-program.command('ledger').description("print every ledger row of the workspace's lab.db (like ./ledger.sh)").option('--dir <dir>', DIR_HELP).action((opts) => run(async () => (await lab()).ledgerCommand(opts))());
-program.command('show').description("print a step's section of the lab sheet").argument('<step>', 'step id (03) or slug (nokey)').option('--dir <dir>', DIR_HELP).action((step, opts) => run(async () => (await lab()).showCommand(step, opts))());
+program.command('ledger').description(t('help.ledger')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).ledgerCommand(opts))());
+program.command('show').description(t('help.show')).argument('<step>', t('help.step')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).showCommand(step, opts))());
 program
   .command('hint')
-  .description("show a step's hints, one more each time")
-  .argument('<step>', 'step id (03) or slug (nokey)')
-  .option('--dir <dir>', DIR_HELP)
-  .option('--reset', 'start again from the first hint')
+  .description(t('help.hint'))
+  .argument('<step>', t('help.step'))
+  .option('--dir <dir>', t('help.dir'))
+  .option('--reset', t('help.hint.reset'))
   .action((step, opts) => run(async () => (await lab()).hintCommand(step, opts))());
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 program
   .command('check')
-  .description('grade steps against your files and your server, live (all steps when none is named)')
-  .argument('[steps...]', 'step ids (02) or slugs (replay)')
-  .option('--dir <dir>', DIR_HELP)
+  .description(t('help.check'))
+  .argument('[steps...]', t('help.check.steps'))
+  .option('--dir <dir>', t('help.dir'))
   .option('--reporter <name>', 'human (default), json, junit, tap or github; repeat or use commas for several; NAME=FILE writes json, junit or tap to FILE', collect)
   .option('--output <file>', 'the file the json, junit or tap reporter writes (default: stdout)')
   .option('--config <file>', 'grading config with "points" and "required" (default: idem-lab.json in the workspace)')
@@ -108,9 +138,37 @@ program
   .option('--force', 'replace an existing .github/workflows/idem-lab.yml')
   .action((opts) => run(async () => (await ci()).ciInitCommand(opts))());
 
+program
+  .command('watch')
+  .description(t('help.watch'))
+  .argument('[step]', t('help.watch.step'))
+  .option('--dir <dir>', t('help.dir'))
+  .action((step, opts) => run(async () => (await import('../lab/watch.js')).watchCommand(step, opts))());
+
+program
+  .command('menu')
+  .description(t('help.menu'))
+  .option('--dir <dir>', t('help.dir'))
+  .action((opts) => run(async () => (await import('../lab/menu.js')).menuCommand(opts))());
+
+// Every command takes --lang (read above); start documents its own.
+for (const command of program.commands) {
+  if (!command.options.some((o) => o.long === '--lang')) command.option('--lang <lang>', t('help.lang'));
+}
+
+/** The arguments without --lang and --dir and their values: none left means the menu. */
+function withoutGlobalOptions(list: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < list.length; i++) {
+    if (list[i] === '--lang' || list[i] === '--dir') i++;
+    else if (!/^--(?:lang|dir)=/.test(list[i])) out.push(list[i]);
+  }
+  return out;
+}
+
 try {
-  if (process.argv.length <= 2) {
-    console.log(`The steps:\n${(await lab()).stepList(process.cwd())}\n\nidem-lab start lays out a workspace and starts the server; idem-lab --help lists every command.`);
+  if (withoutGlobalOptions(args).length === 0) {
+    exitCode = await (await import('../lab/menu.js')).menuCommand({ dir: argValue(args, 'dir') });
   } else {
     await program.parseAsync(process.argv);
   }

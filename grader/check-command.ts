@@ -1,18 +1,20 @@
 import fs from 'node:fs';
 import { execaSync } from 'execa';
+import { t } from '../i18n/index.js';
 import path from 'node:path';
 import { SetupError } from './failure.js';
 import { grade } from './engine.js';
 import { limits } from './limits.js';
 import { installExitHooks } from './cleanup.js';
 import type { ServerCommand } from './server.js';
-import { colourFor, formatResult, formatSummary } from './reporters/human.js';
+import { colourFor, formatProgress, formatResult, formatSummary } from './reporters/human.js';
 import type { StepResult } from './types.js';
-import { selectSteps } from '../steps/index.js';
+import { STEPS, selectSteps } from '../steps/index.js';
 import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from './grading.js';
 import { chooseReporters, writeReports, type ReporterChoice } from './reporters/index.js';
 import type { GithubOptions } from './reporters/github.js';
-import { openWorkspace, updateState } from '../lab/workspace.js';
+import { openWorkspace, readState, updateState } from '../lab/workspace.js';
+import { DEFAULT_PORT } from '../lab/runner.js';
 import { workspaceDir, type WorkspaceOptions } from '../lab/commands.js';
 
 /** Exit codes of `idem-lab check`: every step passed, some failed, or grading could not run. */
@@ -26,8 +28,14 @@ export function commandExists(file: string): boolean {
   return (process.env.PATH ?? '').split(path.delimiter).some((dir) => dir !== '' && fs.existsSync(path.join(dir, file)));
 }
 
+/** How many of the lab's steps pass, by the verdicts saved in the workspace. */
+export function passedCount(workspace: string): number {
+  const steps = readState(workspace).steps ?? {};
+  return STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
+}
+
 /** Records each verdict for `idem-lab status`; a workspace that cannot be written to is graded all the same. */
-function saveVerdicts(workspace: string, results: StepResult[]): void {
+export function saveVerdicts(workspace: string, results: StepResult[]): void {
   const now = new Date().toISOString();
   try {
     updateState(workspace, (state) => {
@@ -61,7 +69,7 @@ export function prepareCheck(selectors: string[], options: WorkspaceOptions): { 
     throw new SetupError((err as Error).message);
   }
   if (steps.some((s) => s.live) && !commandExists(command.file)) {
-    throw new SetupError(`${command.file} is not installed or not on PATH: the live checks run the server with it`);
+    throw new SetupError(t('cli.noInterpreter', { file: command.file }));
   }
   return { workspace, command: resolveInterpreter(command, workspace), steps };
 }
@@ -164,15 +172,19 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
   const { workspace, command, steps } = prepared;
   installExitHooks();
   const c = colourFor(process.stdout);
+  const replayPort = readState(workspace).port ?? DEFAULT_PORT;
   const results = await grade({
     workspace,
     command,
     steps,
-    onResult: human ? (result) => console.log(formatResult(result, c, pointsOf(config, result.id)) + '\n') : undefined,
+    onResult: human ? (result) => console.log(formatResult(result, c, { replayPort, points: pointsOf(config, result.id) }) + '\n') : undefined,
   });
   saveVerdicts(workspace, results);
   const report = scoreResults(results, config);
-  if (human) console.log(formatSummary(results, c, report));
+  if (human) {
+    console.log(formatSummary(results, c, report));
+    console.log(formatProgress(passedCount(workspace), STEPS.length, c));
+  }
   writeReports(report, choices, { github: githubOptions(workspace, command) });
   return exitCodeForReport(report);
 }

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import { t } from '../i18n/index.js';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { CheckFailed } from './failure.js';
@@ -169,8 +170,8 @@ export class LiveContext {
   ledger(): LedgerRow[] {
     if (!fs.existsSync(this.dbPath)) {
       throw new CheckFailed(
-        `The server never created the database the grader named in IDEM_DB (${this.dbPath}).`,
-        "The grader gives every check a fresh database and reads the ledger from it; a server that ignores IDEM_DB writes into the learner's lab.db instead.",
+        t('check.noDb', { db: this.dbPath }),
+        t('check.noDb.why'),
         { exchanges: this.exchanges.slice(-4) },
       );
     }

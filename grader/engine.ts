@@ -1,11 +1,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
+import { t } from '../i18n/index.js';
 import path from 'node:path';
 import { LiveContext } from './context.js';
 import { atExit } from './cleanup.js';
 import { CheckFailed, ServerStartFailed } from './failure.js';
 import type { ServerCommand } from './server.js';
-import type { Exchange, StepResult } from './types.js';
+import type { Exchange, LedgerRow, StepResult } from './types.js';
 import type { Step } from '../steps/types.js';
 
 /** What to grade. */
@@ -46,6 +47,21 @@ function baseResult(step: Step): StepResult {
   return result;
 }
 
+/**
+ * The ledger rows charged under the keys of the shown exchanges, read from the check's
+ * database; undefined when no exchange carried a key or the database cannot be read
+ * (the failure then speaks for itself).
+ */
+function ledgerInvolved(ctx: LiveContext, exchanges: Exchange[]): LedgerRow[] | undefined {
+  const keys = new Set(exchanges.map((e) => e.key).filter((k): k is string => k !== undefined && k !== ''));
+  if (keys.size === 0) return undefined;
+  try {
+    return ctx.ledger().filter((row) => row.idempotency_key !== null && keys.has(row.idempotency_key));
+  } catch {
+    return undefined;
+  }
+}
+
 /** At most this many exchanges are shown for one failure. */
 const MAX_EXCHANGES_SHOWN = 12;
 
@@ -69,12 +85,16 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
     result.details.push(...(err.evidence.details ?? []));
     result.exchanges = err.evidence.exchanges ? withTheirHistory(err.evidence.exchanges, ctx) : (ctx?.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN) ?? []);
     if (err.evidence.ledger) result.ledger = err.evidence.ledger;
+    else if (ctx) {
+      const rows = ledgerInvolved(ctx, result.exchanges);
+      if (rows) result.ledger = rows;
+    }
     const output = err.evidence.serverOutput ?? ctx?.serverOutput();
     if (output) result.serverOutput = output;
     if (err instanceof ServerStartFailed && ctx !== undefined && ctx.startedCount === 0) result.startFailed = true;
   } else {
     result.status = 'error';
-    result.message = `The grader could not grade this step: ${(err as Error).message ?? String(err)}`;
+    result.message = t('check.graderError', { error: (err as Error).message ?? String(err) });
     if (ctx) result.exchanges = ctx.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN);
   }
 }
@@ -127,13 +147,13 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       phase = 'file';
       const file = path.join(options.workspace, step.file.name);
       if (!fs.existsSync(file)) {
-        throw new CheckFailed(`${step.file.name} is missing: write it in the workspace (${options.workspace}).`, 'This step is graded on what the file shows; `idem-lab show ' + step.id + '` says what to put in it.');
+        throw new CheckFailed(t('check.fileMissing', { file: step.file.name, workspace: options.workspace }), t('check.fileMissing.why', { id: step.id }));
       }
       let text: string;
       try {
         text = fs.readFileSync(file, 'utf8');
       } catch (err) {
-        throw new CheckFailed(`${step.file.name} cannot be read: ${(err as Error).message}.`, 'This step is graded on what the file shows: it must be a text file.');
+        throw new CheckFailed(t('check.fileUnreadable', { file: step.file.name, error: (err as Error).message }), t('check.fileUnreadable.why'));
       }
       said.push(step.file.check(text, { warn: (m) => result.warnings.push(m) }));
     }
@@ -141,7 +161,7 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
   } catch (err) {
     applyFailure(result, err, phase === 'live' ? ctx : undefined);
     result.failedPart = phase;
-    if (phase === 'file' && said.length > 0) result.details.unshift(`The live check passed: ${said[0]}`);
+    if (phase === 'file' && said.length > 0) result.details.unshift(t('check.liveFirst', { said: said[0] }));
   } finally {
     signal?.removeEventListener('abort', onAbort);
     if (ctx) {

@@ -3,6 +3,7 @@
  * so a failure always shows what was sent and what came back.
  */
 import { isDeepStrictEqual } from 'node:util';
+import { t } from '../i18n/index.js';
 import { CheckFailed } from './failure.js';
 import { responseJson } from './http.js';
 import { rowsForKey } from './ledger.js';
@@ -12,8 +13,8 @@ import type { Exchange, LedgerRow } from './types.js';
 /** `POST /pay on A with key "k1"`, `... with no Idempotency-Key`, `... with an empty Idempotency-Key`. */
 export function describeRequest(exchange: Exchange): string {
   const key =
-    exchange.key === undefined ? 'no Idempotency-Key' : exchange.key === '' ? 'an empty Idempotency-Key' : `key ${JSON.stringify(exchange.key)}`;
-  return `${exchange.method} ${exchange.path} to server ${exchange.server} with ${key}`;
+    exchange.key === undefined ? t('check.describe.noKey') : exchange.key === '' ? t('check.describe.emptyKey') : t('check.describe.key', { key: JSON.stringify(exchange.key) });
+  return t('check.describe', { method: exchange.method, path: exchange.path, server: exchange.server, key });
 }
 
 /**
@@ -22,11 +23,11 @@ export function describeRequest(exchange: Exchange): string {
  */
 export function expectStatus(exchange: Exchange, status: number, expected: string, why: string): void {
   if (exchange.error !== undefined) {
-    throw new CheckFailed(`${describeRequest(exchange)} got no answer: ${exchange.error}.`, 'A request that never answers leaves the client waiting, then retrying: the server must always answer.', {
+    throw new CheckFailed(t('check.noAnswer', { request: describeRequest(exchange), error: exchange.error }), t('check.noAnswer.why'), {
       exchanges: [exchange],
     });
   }
-  if (exchange.status !== status) throw new CheckFailed(expected, why, { exchanges: [exchange], details: [`expected HTTP ${status}, got HTTP ${exchange.status}`] });
+  if (exchange.status !== status) throw new CheckFailed(expected, why, { exchanges: [exchange], details: [t('check.expectedStatus', { expected: status, got: String(exchange.status) })] });
 }
 
 /** The JSON body of a 201 answer; fails when it is not a payment object. */
@@ -34,8 +35,8 @@ export function paymentOf(exchange: Exchange): Record<string, unknown> {
   const body = responseJson(exchange);
   if (typeof body !== 'object' || body === null || Array.isArray(body) || typeof (body as Record<string, unknown>).payment_id !== 'number') {
     throw new CheckFailed(
-      `${describeRequest(exchange)} answered ${exchange.status} without a payment in its body.`,
-      'A successful payment answers {"payment_id", "user", "amount", "charged_at"}, as the server contract says.',
+      t('check.noPayment', { request: describeRequest(exchange), status: String(exchange.status) }),
+      t('check.noPayment.why'),
       { exchanges: [exchange] },
     );
   }
@@ -47,7 +48,7 @@ export function differences(a: Record<string, unknown>, b: Record<string, unknow
   const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])];
   return keys
     .filter((k) => !isDeepStrictEqual(a[k], b[k]))
-    .map((k) => `${k}: ${JSON.stringify(a[k])} first, ${JSON.stringify(b[k])} then`);
+    .map((k) => t('check.difference', { field: k, first: String(JSON.stringify(a[k])), then: String(JSON.stringify(b[k])) }));
 }
 
 /**
@@ -58,7 +59,7 @@ export function expectReplay(first: Exchange, retry: Exchange, why: string): voi
   expectStatus(
     retry,
     first.status ?? 201,
-    `The retry with the same key and body must get the first response again (HTTP ${first.status}), not HTTP ${retry.status}.`,
+    t('check.replayStatus', { first: String(first.status), got: String(retry.status) }),
     why,
   );
   const a = paymentOf(first);
@@ -66,8 +67,8 @@ export function expectReplay(first: Exchange, retry: Exchange, why: string): voi
   const diff = differences(a, b);
   if (diff.length > 0) {
     throw new CheckFailed(
-      'The retry must get the stored first response back unchanged: payment_id, charged_at, all of it.',
-      'A client that retries after a timeout must learn what happened the first time; a rebuilt or new answer describes a payment that did not happen.',
+      t('check.replayBody'),
+      t('check.replayBody.why'),
       { exchanges: [first, retry], details: diff },
     );
   }
@@ -80,7 +81,7 @@ export function expectReplay(first: Exchange, retry: Exchange, why: string): voi
 export function expectRows(ctx: LiveContext, key: string, count: number, exchanges: Exchange[], why: string): LedgerRow[] {
   const rows = rowsForKey(ctx.ledger(), key);
   if (rows.length !== count) {
-    throw new CheckFailed(`The ledger must hold ${count} row${count === 1 ? '' : 's'} for key ${JSON.stringify(key)}, it holds ${rows.length}.`, why, {
+    throw new CheckFailed(t(count === 1 ? 'check.rows.one' : 'check.rows.many', { count, key: JSON.stringify(key), found: rows.length }), why, {
       exchanges,
       ledger: rows,
     });
@@ -98,11 +99,14 @@ export function expectCharges(ctx: LiveContext, payment: { user: string; amount?
   if (charges === undefined) return;
   const mine = charges.filter((c) => c.user === payment.user && (payment.amount === undefined || c.amount === payment.amount));
   if (mine.length !== count) {
-    const what = `user ${JSON.stringify(payment.user)}${payment.amount === undefined ? '' : ` and amount ${payment.amount}`}`;
+    const what =
+      payment.amount === undefined ? t('check.charges.user', { user: JSON.stringify(payment.user) }) : t('check.charges.userAmount', { user: JSON.stringify(payment.user), amount: payment.amount });
+    const ran = t(mine.length === 1 ? 'check.times.one' : 'check.times.many', { n: mine.length });
+    const must = count === 1 ? t('check.once') : t('check.times.many', { n: count });
     throw new CheckFailed(
-      `charge() ran ${mine.length} time${mine.length === 1 ? '' : 's'} for ${what}; it must run ${count === 1 ? 'once' : `${count} times`}: the ledger alone does not show a charge made twice.`,
+      t('check.charges', { ran, what, must }),
       why,
-      { exchanges, details: mine.map((c) => `charged ${c.user} ${c.amount} at ${c.at}${c.pid ? ` by pid ${c.pid}` : ''}`) },
+      { exchanges, details: mine.map((c) => t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '')) },
     );
   }
 }

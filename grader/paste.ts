@@ -7,6 +7,7 @@
  * starts one. Commands continued over several lines with `\` are read as one.
  */
 import type { LedgerRow } from './types.js';
+import { t } from '../i18n/index.js';
 
 /** One response found in a paste. */
 export interface PastedResponse {
@@ -374,10 +375,10 @@ export function paymentId(response: PastedResponse): number | undefined {
 
 /** One line describing a pasted response, for details: `line 12: HTTP 201, payment_id 3`. */
 export function describeResponse(response: PastedResponse): string {
-  const parts = [`line ${response.line}: HTTP ${response.status}`];
-  if (response.key !== undefined) parts.push(response.key === null ? 'no key' : `key ${JSON.stringify(response.key)}`);
+  const parts = [t('paste.line', { line: response.line, status: response.status })];
+  if (response.key !== undefined) parts.push(response.key === null ? t('paste.noKey') : t('paste.key', { key: JSON.stringify(response.key) }));
   const id = paymentId(response);
   if (id !== undefined) parts.push(`payment_id ${id}`);
   if (response.replayed) parts.push(`Idempotency-Replayed: ${response.replayed}`);
-  return parts.join(', ');
+  return parts.join(t('paste.join'));
 }

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed } from './failure.js';
+import { t } from '../i18n/index.js';
 import { DEFAULT_PAYMENT, responseJson } from './http.js';
 import { expectCharges, expectRows } from './expect-http.js';
 import type { LiveContext } from './context.js';
@@ -47,28 +48,28 @@ export async function raceRound(ctx: LiveContext, servers: ServerInstance[], rou
   } finally {
     release?.();
   }
-  const where = servers.length > 1 ? `split over servers ${servers.map((s) => s.label).join(' and ')}` : 'on one server';
+  const where = servers.length > 1 ? t('check.race.splitOver', { servers: servers.map((s) => s.label).join(t('check.race.and')) }) : t('check.race.oneServer');
   const unanswered = exchanges.filter((e) => e.error !== undefined);
   if (unanswered.length > 0) {
     throw new CheckFailed(
-      `Round ${round}: ${unanswered.length} of ${RACE_SIZE} simultaneous requests with one key (${where}) got no answer (${unanswered[0].error}).`,
-      'A request that waits for another must still answer in bounded time: the stored response, or 409 while the first is in flight.',
+      t('check.race.unanswered', { round, count: unanswered.length, size: RACE_SIZE, where, error: String(unanswered[0].error) }),
+      t('check.race.unanswered.why'),
       { exchanges: unanswered },
     );
   }
   const broken = exchanges.filter((e) => e.status !== 201 && e.status !== 409);
   if (broken.length > 0) {
     throw new CheckFailed(
-      `Round ${round}: every answer to ${RACE_SIZE} simultaneous requests with one key (${where}) must be the one success (201) or 409 while the first is in flight; ${broken.length} got HTTP ${broken[0].status}.`,
-      'The losers of the race are retries of a payment that is happening: an error like 500 tells the client it failed, so it tries again, with a new key.',
+      t('check.race.broken', { round, size: RACE_SIZE, where, count: broken.length, status: String(broken[0].status) }),
+      t('check.race.broken.why'),
       { exchanges: broken },
     );
   }
   const successes = exchanges.filter((e) => e.status === 201);
   if (successes.length === 0) {
     throw new CheckFailed(
-      `Round ${round}: none of ${RACE_SIZE} simultaneous requests with one key (${where}) succeeded; all got 409.`,
-      'One of them must be the first and charge; the others replay it or wait.',
+      t('check.race.noSuccess', { round, size: RACE_SIZE, where }),
+      t('check.race.noSuccess.why'),
       { exchanges },
     );
   }
@@ -76,12 +77,12 @@ export async function raceRound(ctx: LiveContext, servers: ServerInstance[], rou
   const different = successes.filter((e) => !isDeepStrictEqual(responseJson(e), firstBody));
   if (different.length > 0) {
     throw new CheckFailed(
-      `Round ${round}: the ${successes.length} successful answers to simultaneous requests with one key (${where}) must be one and the same response.`,
-      'Different answers under one key mean the payment was charged, or at least reported, more than once.',
+      t('check.race.different', { round, count: successes.length, where }),
+      t('check.race.different.why'),
       { exchanges: [successes[0], ...different] },
     );
   }
-  const why = `${RACE_SIZE} simultaneous requests with one key are one payment: a check-then-insert lets them all see "no key yet" and charge.`;
+  const why = t('check.race.rows.why', { size: RACE_SIZE });
   expectRows(ctx, key, 1, exchanges, why);
   expectCharges(ctx, { user }, 1, exchanges, why);
   return key;

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { execa, type ResultPromise } from 'execa';
+import { t } from '../i18n/index.js';
 import { ServerStartFailed } from './failure.js';
 import { send } from './http.js';
 import { limits } from './limits.js';
@@ -251,25 +252,25 @@ function spawnServer(options: StartOptions, port: number): ServerInstance {
 async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   const target = { label: instance.label, port: instance.port };
-  let lastAnswer = 'nothing: the port was never open';
+  let lastAnswer = t('check.noHealth.never');
   while (performance.now() < deadline) {
     if (instance.hasExited) {
       throw new ServerStartFailed(
-        `server.py exited during start-up (${instance.exitDescription}) instead of serving on port ${instance.port}.`,
-        'A server that cannot start cannot be graded; its own output below says why.',
-        { serverOutput: instance.output(), details: [`started as: PORT=${instance.port} IDEM_DB=${instance.dbPath} python3 server.py`] },
+        t('check.serverExited', { how: String(instance.exitDescription), port: instance.port }),
+        t('check.serverExited.why'),
+        { serverOutput: instance.output(), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
       );
     }
     const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
     if (health.status === 200) return;
-    if (health.status !== undefined) lastAnswer = `status ${health.status}`;
+    if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
     else if (!/refused/.test(health.error ?? '')) lastAnswer = health.error ?? lastAnswer;
     await sleep(25);
   }
   throw new ServerStartFailed(
-    `server.py did not answer GET /health with 200 on 127.0.0.1:${instance.port} within ${timeoutMs / 1000} s (it got ${lastAnswer}).`,
-    'The grader starts the server with PORT set and talks to it on that port only: a server must listen on $PORT on 127.0.0.1.',
-    { serverOutput: instance.output(), details: [`started as: PORT=${instance.port} IDEM_DB=${instance.dbPath} python3 server.py`] },
+    t('check.noHealth', { port: instance.port, seconds: timeoutMs / 1000, last: lastAnswer }),
+    t('check.noHealth.why'),
+    { serverOutput: instance.output(), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
   );
 }
 

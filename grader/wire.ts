@@ -21,6 +21,42 @@ export function formatRequestLine(exchange: Exchange): string {
   return parts.join('  ');
 }
 
+/** Characters a POSIX shell word may hold unquoted (Python's shlex.quote uses the same set). */
+const SHELL_SAFE = /^[\w@%+=:,./-]+$/;
+
+/**
+ * One word quoted for a POSIX shell: unchanged when it has only safe characters, else in
+ * single quotes, with each `'` written as `'\''`. The empty word is `''`.
+ */
+export function shellQuote(word: string): string {
+  if (SHELL_SAFE.test(word)) return word;
+  return `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The exchange as a curl command line that sends the same request again, quoted for a
+ * POSIX shell: `curl -sS -i -X POST http://127.0.0.1:8000/pay -H 'Content-Type: application/json'
+ * -H 'Idempotency-Key: k1' --data '{"user":"u1","amount":1000}'`. An empty key is sent as
+ * `-H 'Idempotency-Key;'` (curl's way to send a header with no value); no key, no header.
+ * @param port the port to send it to (default: the exchange's own, which a grader's server
+ *   no longer listens on once the check is over; pass the learner's server's port)
+ * @param maxBody characters of request body to show; a longer body is cut and the line
+ *   then says so after the command, since it would no longer replay the same request
+ */
+export function curlCommand(exchange: Exchange, port = exchange.port, maxBody = Infinity): string {
+  const args = ['curl', '-sS', '-i'];
+  if (exchange.method !== 'GET') args.push('-X', exchange.method);
+  args.push(`http://127.0.0.1:${port}${exchange.path}`);
+  if (exchange.method === 'POST') {
+    args.push('-H', 'Content-Type: application/json');
+    if (exchange.key !== undefined) args.push('-H', exchange.key === '' ? 'Idempotency-Key;' : `Idempotency-Key: ${exchange.key}`);
+    const body = exchange.requestBody.length <= maxBody ? exchange.requestBody : exchange.requestBody.slice(0, maxBody);
+    args.push('--data', body);
+    if (body !== exchange.requestBody) return `${args.map(shellQuote).join(' ')}  # body cut: ${exchange.requestBody.length - maxBody} more characters`;
+  }
+  return args.map(shellQuote).join(' ');
+}
+
 /**
  * The exchange as probe.sh prints it: the request line, `HTTP 201 Created`, the
  * Idempotency-Replayed header when present, the body. A request that got no answer

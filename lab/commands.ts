@@ -3,14 +3,15 @@
  * Each prints to stdout and returns the process exit code (0 done, 1 failed, 2 setup).
  */
 import path from 'node:path';
+import { language, t } from '../i18n/index.js';
 import { send, DEFAULT_PAYMENT } from '../grader/http.js';
 import { readLedger } from '../grader/ledger.js';
 import { SetupError } from '../grader/failure.js';
-import { colourFor } from '../grader/reporters/human.js';
+import { colourFor, formatProgress } from '../grader/reporters/human.js';
 import { formatExchange, formatLedger } from '../grader/wire.js';
 import { STEPS, selectSteps } from '../steps/index.js';
 import { DEFAULT_PORT, SERVER_LOG, isHealthy, isServerProcess, logTail, startLabServer, stopLabServer } from './runner.js';
-import { readSheet, sheetSection, SHEET_LANGUAGES } from './sheet.js';
+import { readSheet, sheetSection } from './sheet.js';
 import { layWorkspace, openWorkspace, readState, updateState } from './workspace.js';
 
 const c = colourFor(process.stdout);
@@ -39,37 +40,41 @@ export function stepList(workspace: string | undefined): string {
 function printStart(outcome: Awaited<ReturnType<typeof startLabServer>>, workspace: string): number {
   switch (outcome.kind) {
     case 'already':
-      console.log(`The payment server is already running (pid ${outcome.pid}) on http://127.0.0.1:${outcome.port}.`);
+      console.log(t('cli.already', { pid: outcome.pid, port: outcome.port }));
       return 0;
     case 'started':
-      if (outcome.movedFrom !== undefined) console.log(c.yellow(`Port ${outcome.movedFrom} is taken by another program; using ${outcome.port}.`));
-      console.log(`Started the payment server (pid ${outcome.pid}) on http://127.0.0.1:${outcome.port}; its output goes to ${path.join(workspace, SERVER_LOG)}.`);
+      if (outcome.movedFrom !== undefined) console.log(c.yellow(t('cli.portMoved', { from: outcome.movedFrom, port: outcome.port })));
+      console.log(t('cli.started', { pid: outcome.pid, port: outcome.port, log: path.join(workspace, SERVER_LOG) }));
       return 0;
     case 'failed':
-      console.log(c.red(`The payment server did not start: ${outcome.reason}.`));
-      if (outcome.log) console.log(`The end of ${SERVER_LOG}:\n${outcome.log}`);
+      console.log(c.red(t('cli.startFailed', { reason: outcome.reason })));
+      if (outcome.log) console.log(`${t('cli.logEnd', { log: SERVER_LOG })}\n${outcome.log}`);
       return 1;
   }
 }
 
-/** `idem-lab start`: lay the workspace, start the server, show the steps and step 01. */
-export async function startCommand(options: WorkspaceOptions & { lang?: string; port?: number; force?: boolean }): Promise<number> {
+/**
+ * `idem-lab start`: lay the workspace (LAB.md in the chosen language, which the workspace
+ * then keeps), start the server, show the steps and step 01.
+ * @param options.brief only lay the workspace and start the server, without the step list
+ *   and step 01 (the menu shows those itself)
+ */
+export async function startCommand(options: WorkspaceOptions & { lang?: string; port?: number; force?: boolean; brief?: boolean }): Promise<number> {
   const workspace = workspaceDir(options);
-  const lang = options.lang ?? 'en';
-  if (!(SHEET_LANGUAGES as readonly string[]).includes(lang)) {
-    console.log(c.yellow(`The lab sheet is not yet written in "${lang}"; using English.`));
-  }
-  const report = layWorkspace(workspace, options.force ?? false);
+  // The command line chose the language (--lang, else this workspace's, else LANG/LC_ALL).
+  const lang = language();
+  const report = layWorkspace(workspace, options.force ?? false, lang);
   updateState(workspace, (s) => {
     s.lang = lang;
   });
-  if (report.written.length) console.log(`Laid out ${report.written.join(', ')} in ${workspace}.`);
-  if (report.kept.length) console.log(`Kept your changed ${report.kept.join(', ')} (idem-lab start --force resets ${report.kept.length === 1 ? 'it' : 'them'}).`);
+  if (report.written.length) console.log(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
+  if (report.kept.length) console.log(t(report.kept.length === 1 ? 'cli.kept.one' : 'cli.kept.many', { files: report.kept.join(', ') }));
   const { command } = openWorkspace(workspace);
   const code = printStart(await startLabServer(workspace, command, options.port), workspace);
-  console.log(`\nThe steps:\n${stepList(workspace)}\n`);
+  if (options.brief) return code;
+  console.log(`\n${t('cli.stepsHeading')}\n${stepList(workspace)}\n`);
   console.log(sheetSection(readSheet(workspace), '01') ?? '');
-  console.log(`\n${c.dim('idem-lab show N reads a step, idem-lab check N grades it, idem-lab status shows where you are.')}`);
+  console.log(`\n${c.dim(t('cli.startFooter'))}`);
   return code;
 }
 
@@ -77,9 +82,9 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
 export async function stopCommand(options: WorkspaceOptions): Promise<number> {
   const { workspace, command } = openWorkspace(workspaceDir(options));
   const outcome = await stopLabServer(workspace, command);
-  if (outcome.kind === 'none') console.log('No payment server was started here (nothing recorded in .idem-lab/state.json).');
-  if (outcome.kind === 'dead') console.log(c.yellow(`The payment server (pid ${outcome.pid}) was not running any more: it may have crashed. The end of ${SERVER_LOG}:\n${logTail(workspace)}`));
-  if (outcome.kind === 'stopped') console.log(`Stopped the payment server (pid ${outcome.pid}).`);
+  if (outcome.kind === 'none') console.log(t('cli.stop.none'));
+  if (outcome.kind === 'dead') console.log(c.yellow(`${t('cli.stop.dead', { pid: outcome.pid, log: SERVER_LOG })}\n${logTail(workspace)}`));
+  if (outcome.kind === 'stopped') console.log(t('cli.stop.stopped', { pid: outcome.pid }));
   return 0;
 }
 
@@ -87,8 +92,8 @@ export async function stopCommand(options: WorkspaceOptions): Promise<number> {
 export async function restartCommand(options: WorkspaceOptions): Promise<number> {
   const { workspace, command } = openWorkspace(workspaceDir(options));
   const stopped = await stopLabServer(workspace, command);
-  if (stopped.kind === 'stopped') console.log(`Stopped the payment server (pid ${stopped.pid}).`);
-  if (stopped.kind === 'dead') console.log(c.yellow(`The payment server (pid ${stopped.pid}) had already stopped.`));
+  if (stopped.kind === 'stopped') console.log(t('cli.stop.stopped', { pid: stopped.pid }));
+  if (stopped.kind === 'dead') console.log(c.yellow(t('cli.restart.dead', { pid: stopped.pid })));
   return printStart(await startLabServer(workspace, command), workspace);
 }
 
@@ -97,20 +102,20 @@ export async function statusCommand(options: WorkspaceOptions): Promise<number> 
   const { workspace, command } = openWorkspace(workspaceDir(options));
   const state = readState(workspace);
   if (!state.pid) {
-    console.log('Server: not running (idem-lab start starts it).');
+    console.log(t('cli.status.none'));
   } else if (!isServerProcess(state.pid, command)) {
-    console.log(c.yellow(`Server: pid ${state.pid} is recorded but no longer running; it may have crashed (see ${SERVER_LOG}). idem-lab restart starts it again.`));
+    console.log(c.yellow(t('cli.status.crashed', { pid: state.pid, log: SERVER_LOG })));
   } else {
     const healthy = state.port ? await isHealthy(state.port) : false;
-    console.log(`Server: running, pid ${state.pid}, http://127.0.0.1:${state.port}${healthy ? '' : c.yellow(' (not answering GET /health)')}`);
+    console.log(`${t('cli.status.running', { pid: state.pid, port: String(state.port) })}${healthy ? '' : c.yellow(t('cli.status.unhealthy'))}`);
   }
   const steps = state.steps ?? {};
   const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
-  console.log(`Progress: ${passed} of ${STEPS.length} steps pass.\n`);
+  console.log(formatProgress(passed, STEPS.length, c) + '\n');
   for (const step of STEPS) {
     const s = steps[step.id];
-    const when = s?.passedAt ? c.dim(`  last passed ${s.passedAt}`) : s ? c.dim(`  last checked ${s.checkedAt}`) : '';
-    const mark = !s ? c.dim('· not tried') : s.status === 'pass' ? c.green('✓ passed') : c.red('✗ failed');
+    const when = s?.passedAt ? c.dim(`  ${t('cli.status.lastPassed', { when: s.passedAt })}`) : s ? c.dim(`  ${t('cli.status.lastChecked', { when: s.checkedAt })}`) : '';
+    const mark = !s ? c.dim(t('cli.status.notTried')) : s.status === 'pass' ? c.green(t('cli.status.passed')) : c.red(t('cli.status.failed'));
     console.log(`  ${step.id} ${step.slug.padEnd(9)} ${mark}${when}`);
   }
   return 0;
@@ -123,7 +128,7 @@ export async function probeCommand(key: string | undefined, body: string | undef
   const exchange = await send({ label: 'lab', port }, 'POST', '/pay', { key, body: body ?? JSON.stringify(DEFAULT_PAYMENT) }, { connectMs: 2000, answerMs: 10_000 });
   for (const line of formatExchange(exchange)) console.log(line);
   if (exchange.error) {
-    console.log(c.dim(`(is the server running on port ${port}? idem-lab status)`));
+    console.log(c.dim(t('cli.probe.noServer', { port })));
     return 1;
   }
   return 0;
@@ -141,7 +146,7 @@ export function ledgerCommand(options: WorkspaceOptions): number {
 export function showCommand(selector: string, options: WorkspaceOptions): number {
   const [step] = selectSteps([selector]);
   const section = sheetSection(readSheet(workspaceDir(options)), step.id);
-  if (!section) throw new SetupError(`the lab sheet has no section for step ${step.id}`);
+  if (!section) throw new SetupError(t('cli.show.noSection', { id: step.id }));
   console.log(section);
   return 0;
 }
@@ -155,8 +160,8 @@ export function hintCommand(selector: string, options: WorkspaceOptions & { rese
     s.hintsShown = { ...(s.hintsShown ?? {}), [step.id]: Math.min(shown + 1, step.hints.length) };
   });
   const shown = state.hintsShown?.[step.id] ?? 1;
-  step.hints.slice(0, shown).forEach((hint, i) => console.log(`Hint ${i + 1} of ${step.hints.length} for ${step.id} ${step.slug}: ${hint}`));
-  if (shown < step.hints.length) console.log(c.dim(`idem-lab hint ${step.id} again for the next one.`));
-  else console.log(c.dim(`That was the last hint for ${step.id}; idem-lab show ${step.id} has the whole step.`));
+  const hints = step.hints;
+  hints.slice(0, shown).forEach((hint, i) => console.log(t('cli.hint', { n: i + 1, total: hints.length, id: step.id, slug: step.slug, hint })));
+  console.log(c.dim(shown < hints.length ? t('cli.hint.more', { id: step.id }) : t('cli.hint.last', { id: step.id })));
   return 0;
 }

@@ -1,15 +1,26 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { language, LANGUAGES, type Lang } from '../i18n/index.js';
 import { LAB_DIR } from './paths.js';
+import { readState } from './workspace.js';
 
-/** Languages the lab sheet exists in. */
-export const SHEET_LANGUAGES = ['en'] as const;
+/** Languages the lab sheet exists in: lab/LAB.<lang>.md for each. */
+export const SHEET_LANGUAGES = LANGUAGES;
 
-/** The lab sheet's Markdown: the workspace's LAB.md when there is one, else the bundled English one. */
+/** The bundled lab sheet in a language. */
+export function bundledSheet(lang: Lang): string {
+  return fs.readFileSync(path.join(LAB_DIR, `LAB.${lang}.md`), 'utf8');
+}
+
+/**
+ * The lab sheet's Markdown in the current language (see i18n): the workspace's LAB.md when
+ * there is one in that language, else the bundled sheet of that language.
+ */
 export function readSheet(workspace?: string): string {
   const own = workspace ? path.join(workspace, 'LAB.md') : undefined;
-  if (own && fs.existsSync(own)) return fs.readFileSync(own, 'utf8');
-  return fs.readFileSync(path.join(LAB_DIR, 'LAB.en.md'), 'utf8');
+  const laidIn = workspace ? (readState(workspace).lang ?? 'en') : undefined;
+  if (own && fs.existsSync(own) && laidIn === language()) return fs.readFileSync(own, 'utf8');
+  return bundledSheet(language());
 }
 
 /**

@@ -5,14 +5,20 @@ import { SetupError } from '../grader/failure.js';
 import { DEFAULT_COMMAND, type ServerCommand } from '../grader/server.js';
 import type { Status } from '../grader/types.js';
 import { LAB_DIR } from './paths.js';
+import { t, type Lang } from '../i18n/index.js';
 
-/** Files `idem-lab start` copies into a workspace: [name in lab/, name in the workspace, executable]. */
-export const LAB_FILES: ReadonlyArray<readonly [string, string, boolean]> = [
-  ['server.py', 'server.py', false],
-  ['probe.sh', 'probe.sh', true],
-  ['ledger.sh', 'ledger.sh', true],
-  ['LAB.en.md', 'LAB.md', false],
-];
+/**
+ * Files `idem-lab start` copies into a workspace: [name in lab/, name in the workspace,
+ * executable]; LAB.md is the lab sheet in the given language.
+ */
+export function labFiles(lang: Lang = 'en'): ReadonlyArray<readonly [string, string, boolean]> {
+  return [
+    ['server.py', 'server.py', false],
+    ['probe.sh', 'probe.sh', true],
+    ['ledger.sh', 'ledger.sh', true],
+    [`LAB.${lang}.md`, 'LAB.md', false],
+  ];
+}
 
 /** The runner's folder inside a workspace. */
 export const STATE_DIR = '.idem-lab';
@@ -31,6 +37,7 @@ export interface WorkspaceState {
   /** pid of the detached server, also its process group id. */
   pid?: number;
   port?: number;
+  /** The learner's language (en, ko or zh), chosen at start; `--lang` overrides it per command. */
   lang?: string;
   /** sha256 of each file as `start` laid it, to tell a learner's change from the original. */
   laid?: Record<string, string>;
@@ -80,16 +87,16 @@ export interface LayReport {
 /**
  * Copies the lab's files into `dir` (created if missing). A file the learner changed
  * since it was laid, or that was there before, is kept unless `force`; one still as laid
- * is refreshed.
+ * is refreshed. LAB.md is the sheet in `lang`, so a sheet still as laid follows a change of language.
  * @throws SetupError when `dir` exists and is not a folder
  */
-export function layWorkspace(dir: string, force: boolean): LayReport {
-  if (fs.existsSync(dir) && !fs.statSync(dir).isDirectory()) throw new SetupError(`${dir} is not a folder`);
+export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en'): LayReport {
+  if (fs.existsSync(dir) && !fs.statSync(dir).isDirectory()) throw new SetupError(t('cli.notFolder', { dir }));
   fs.mkdirSync(dir, { recursive: true });
   const state = readState(dir);
   const laid = { ...(state.laid ?? {}) };
   const report: LayReport = { written: [], kept: [] };
-  for (const [source, target, executable] of LAB_FILES) {
+  for (const [source, target, executable] of labFiles(lang)) {
     const dest = path.join(dir, target);
     const source_ = path.join(LAB_DIR, source);
     if (fs.existsSync(dest) && sha256(dest) === sha256(source_)) {
@@ -118,12 +125,12 @@ export function layWorkspace(dir: string, force: boolean): LayReport {
 export function openWorkspace(dir: string): { workspace: string; command: ServerCommand } {
   const workspace = path.resolve(dir);
   if (!fs.existsSync(workspace)) {
-    throw new SetupError(`no workspace at ${workspace}: the folder does not exist (run idem-lab start there first)`);
+    throw new SetupError(t('cli.noFolder', { dir: workspace }));
   }
-  if (!fs.statSync(workspace).isDirectory()) throw new SetupError(`no workspace at ${workspace}: it is a file, not a folder`);
+  if (!fs.statSync(workspace).isDirectory()) throw new SetupError(t('cli.isFile', { dir: workspace }));
   const command = configuredCommand(workspace);
   if (!command && !fs.existsSync(path.join(workspace, 'server.py'))) {
-    throw new SetupError(`no workspace at ${workspace}: there is no server.py (run idem-lab start there, or pass --dir)`);
+    throw new SetupError(t('cli.noServerPy', { dir: workspace }));
   }
   return { workspace, command: command ?? DEFAULT_COMMAND };
 }

@@ -1,4 +1,5 @@
 import { expect } from '../grader/failure.js';
+import { t } from '../i18n/index.js';
 import { describeResponse, parsePaste, paymentId } from '../grader/paste.js';
 import type { Step } from './types.js';
 
@@ -9,27 +10,29 @@ import type { Step } from './types.js';
 export const step: Step = {
   id: '01',
   slug: 'duplicate',
-  title: 'Reproduce the duplicate charge',
+  get title() {
+    return t('step.01.title');
+  },
   file: {
     name: '01-duplicate.txt',
     check(text) {
       const paste = parsePaste(text);
       const paid = paste.responses.filter((r) => r.status === 201 && paymentId(r) !== undefined);
-      const why = 'The lab starts from the bug: a retry with the same key charged a second time.';
+      const why = t('step.01.why');
       expect(
         paid.length >= 2,
-        `01-duplicate.txt must show two successful responses (HTTP 201 with a payment_id) to the same request; it shows ${paid.length}.`,
+        t('step.01.twoResponses', { count: paid.length }),
         why,
         { details: paste.responses.map(describeResponse) },
       );
       const ids = new Set(paid.map((r) => paymentId(r)));
       expect(
         ids.size >= 2,
-        `The responses in 01-duplicate.txt all carry payment_id ${[...ids][0]}: that is one payment answered twice, not the duplicate charge.`,
-        'Run the probe twice against the starter server: each call charges again and gets a new payment_id.',
+        t('step.01.samePaymentId', { id: String([...ids][0]) }),
+        t('step.01.samePaymentId.why'),
         { details: paid.map(describeResponse) },
       );
-      expect(paste.ledger.length > 0, '01-duplicate.txt must also show the ledger (./ledger.sh) with both charges.', 'The ledger is where a duplicate charge becomes money: show it.', {
+      expect(paste.ledger.length > 0, t('step.01.noLedger'), t('step.01.noLedger.why'), {
         details: paid.map(describeResponse),
       });
       const keyOf = (id: number | undefined) => paste.ledger.find((row) => row.payment_id === id)?.idempotency_key;
@@ -47,16 +50,15 @@ export const step: Step = {
       });
       expect(
         duplicated !== undefined,
-        '01-duplicate.txt must show one key charged twice: two responses with different payment_ids, and both rows in the ledger under that key.',
+        t('step.01.oneKeyTwice'),
         why,
         { details: paid.map(describeResponse), ledger: paste.ledger },
       );
       const [key, payIds] = duplicated;
-      return `Key ${JSON.stringify(key)} was charged twice: payment_ids ${[...payIds].join(' and ')}, both in the ledger.`;
+      return t('step.01.pass', { key: JSON.stringify(key), ids: [...payIds].join(t('step.01.and')) });
     },
   },
-  hints: [
-    'Start the server, then run ./probe.sh k1 twice and ./ledger.sh; paste all of it into the file.',
-    'Each probe prints the status line and the body with its payment_id; the ledger prints one row per charge.',
-  ],
+  get hints() {
+    return [t('step.01.hint.1'), t('step.01.hint.2')];
+  },
 };

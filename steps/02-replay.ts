@@ -1,5 +1,6 @@
 import { DEFAULT_PAYMENT } from '../grader/http.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
+import { t } from '../i18n/index.js';
 import type { Step } from './types.js';
 
 /** Another payment of the same user, made between the first request and its retries. */
@@ -13,31 +14,31 @@ const OTHER_PAYMENT = { user: DEFAULT_PAYMENT.user, amount: 2500 } as const;
 export const step: Step = {
   id: '02',
   slug: 'replay',
-  title: 'Replay the stored response',
+  get title() {
+    return t('step.02.title');
+  },
   async live(ctx) {
-    const WHY = 'A retry is the same request sent again: the client must get the same success, never a second charge or an error.';
+    const WHY = t('step.02.retry.why');
     const server = await ctx.startServer();
     const key = ctx.freshKey('replay');
     const first = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
-    expectStatus(first, 201, 'The first request with a new key must charge and answer 201.', 'Nothing can be replayed before the first payment succeeds.');
+    expectStatus(first, 201, t('check.first201'), t('step.02.first201.why'));
     paymentOf(first);
     const other = await ctx.pay(server, { key: ctx.freshKey('other'), body: OTHER_PAYMENT });
-    expectStatus(other, 201, 'A request with another new key must charge and answer 201.', 'Each key is its own payment.');
+    expectStatus(other, 201, t('step.02.other'), t('step.02.other.why'));
     const retry = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
-    expectReplay(first, retry, `${WHY} The stored response of this key, not a payment made since.`);
+    expectReplay(first, retry, t('step.02.retry.thisKey', { why: WHY }));
     const again = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
-    expectReplay(first, again, `${WHY} A key is remembered for every retry, not only the first one.`);
+    expectReplay(first, again, t('step.02.retry.every', { why: WHY }));
     const exchanges = [first, other, retry, again];
-    expectRows(ctx, key, 1, exchanges, 'Three requests with one key are one payment: the retries must not add a ledger row.');
-    expectCharges(ctx, DEFAULT_PAYMENT, 1, exchanges, 'A retry must return the stored response before calling charge(): the payment provider moves money on every call.');
+    expectRows(ctx, key, 1, exchanges, t('step.02.rows.why'));
+    expectCharges(ctx, DEFAULT_PAYMENT, 1, exchanges, t('step.02.charges.why'));
     if (retry.replayed === undefined) {
-      ctx.warn('Mark a replayed answer with the header Idempotency-Replayed: true, so clients and logs can tell a replay from a new charge.');
+      ctx.warn(t('step.02.replayedHeader'));
     }
-    return `Two retries with key ${JSON.stringify(key)} got the first response back, with another payment in between; one ledger row, one charge.`;
+    return t('step.02.pass', { key: JSON.stringify(key) });
   },
-  hints: [
-    'Before charging, look the key up in the idem table; after charging, store the response there.',
-    'The idem table already has columns for the key, the request hash, the status and the response (as JSON text).',
-    'When the key is found, return the stored status and the stored body, parsed back from JSON, unchanged: do not rebuild it.',
-  ],
+  get hints() {
+    return [t('step.02.hint.1'), t('step.02.hint.2'), t('step.02.hint.3')];
+  },
 };

@@ -1,10 +1,11 @@
 import { DEFAULT_PAYMENT } from '../grader/http.js';
+import { t } from '../i18n/index.js';
 import { expect } from '../grader/failure.js';
 import { describeResponse, parsePaste } from '../grader/paste.js';
 import { expectRows, expectStatus } from '../grader/expect-http.js';
 import type { Step } from './types.js';
 
-const WHY = 'If a key is optional on a request that moves money, some client will leave it out, and its retries will charge twice.';
+const why = () => t('step.03.why');
 
 /**
  * Step 03: a request without an Idempotency-Key, or with an empty one, is refused with
@@ -13,7 +14,9 @@ const WHY = 'If a key is optional on a request that moves money, some client wil
 export const step: Step = {
   id: '03',
   slug: 'nokey',
-  title: 'Refuse a request without a key',
+  get title() {
+    return t('step.03.title');
+  },
   file: {
     name: '03-nokey.txt',
     check(text) {
@@ -21,37 +24,35 @@ export const step: Step = {
       const charged = paste.responses.find((r) => (r.key === null || r.key === '') && r.status >= 200 && r.status < 300);
       expect(
         charged === undefined,
-        `03-nokey.txt shows a request ${charged?.key === '' ? 'with an empty key' : 'without a key'} answered ${charged?.status}: it must be refused with 400.`,
-        WHY,
+        t(charged?.key === '' ? 'step.03.file.charged.empty' : 'step.03.file.charged.none', { status: String(charged?.status) }),
+        why(),
         { details: paste.responses.map(describeResponse) },
       );
       const refused = paste.responses.find((r) => r.status === 400 && (r.key === undefined || r.key === null || r.key === ''));
       expect(
         refused !== undefined,
-        '03-nokey.txt must show the server answering HTTP 400 to a request without an Idempotency-Key (the output of ./probe.sh with no arguments).',
-        WHY,
+        t('step.03.file.noRefusal'),
+        why(),
         { details: paste.responses.map(describeResponse) },
       );
-      return `03-nokey.txt shows a request without a key refused with 400 (line ${refused.line}).`;
+      return t('step.03.file.pass', { line: refused.line });
     },
   },
   async live(ctx) {
     const server = await ctx.startServer();
     const noHeader = await ctx.pay(server, { body: DEFAULT_PAYMENT });
-    expectStatus(noHeader, 400, 'A request without an Idempotency-Key header must be refused with 400.', WHY);
+    expectStatus(noHeader, 400, t('step.03.noHeader'), why());
     const empty = await ctx.pay(server, { key: '', body: DEFAULT_PAYMENT });
-    expectStatus(empty, 400, 'A request with an empty Idempotency-Key header must be refused with 400: an empty key is no key.', 'Every client that forgets its key would share the empty one, and get each other\'s payments back.');
+    expectStatus(empty, 400, t('step.03.emptyHeader'), t('step.03.emptyHeader.why'));
     const rows = ctx.ledger();
-    expect(rows.length === 0, 'A refused request must not charge: the ledger must stay empty.', WHY, { exchanges: [noHeader, empty], ledger: rows });
+    expect(rows.length === 0, t('step.03.noCharge'), why(), { exchanges: [noHeader, empty], ledger: rows });
     const key = ctx.freshKey('keyed');
     const keyed = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
-    expectStatus(keyed, 201, 'A request with a key must still be charged and answered 201.', 'Refusing requests without a key must not refuse the good ones.');
-    expectRows(ctx, key, 1, [keyed], 'The keyed request is one payment.');
-    return 'No key and an empty key were refused with 400 without a charge; a keyed request still paid.';
+    expectStatus(keyed, 201, t('step.03.keyed'), t('step.03.keyed.why'));
+    expectRows(ctx, key, 1, [keyed], t('step.03.keyedRows.why'));
+    return t('step.03.pass');
   },
-  hints: [
-    'Check the key before anything else in handle_pay, before charge() is called.',
-    'The key arrives as None when the header is missing, and as an empty string when it is sent empty: refuse both.',
-    'The error() helper builds a (status, {"error": ...}, headers) answer.',
-  ],
+  get hints() {
+    return [t('step.03.hint.1'), t('step.03.hint.2'), t('step.03.hint.3')];
+  },
 };

@@ -1,5 +1,6 @@
 import { expect } from '../grader/failure.js';
 import { commandKey, describeResponse, headerKey, parsePaste } from '../grader/paste.js';
+import { t } from '../i18n/index.js';
 import { raceRound } from '../grader/race.js';
 import { DEFAULT_PAYMENT } from '../grader/http.js';
 import { expectStatus } from '../grader/expect-http.js';
@@ -42,7 +43,7 @@ function repeatedKeys(ledger: LedgerRow[]): [string, number][] {
   return [...counts].filter(([, n]) => n > 1);
 }
 
-const SHOW_LOOP = 'paste the loop command you ran (e.g. for i in $(seq 10); do ./probe.sh r7 & done) above the ledger';
+const showLoop = () => t('step.05.showLoop');
 
 /**
  * Step 05: ten simultaneous requests with one key make one ledger row. Live: several
@@ -51,13 +52,15 @@ const SHOW_LOOP = 'paste the loop command you ran (e.g. for i in $(seq 10); do .
 export const step: Step = {
   id: '05',
   slug: 'race',
-  title: 'Survive ten simultaneous requests',
+  get title() {
+    return t('step.05.title');
+  },
   file: {
     name: '05-race.txt',
     check(text) {
       const paste = parsePaste(text);
       const read = racedKey(paste.lines);
-      expect(paste.ledger.length > 0, '05-race.txt must show the ledger (./ledger.sh) after the ten simultaneous probes.', 'Only the ledger shows how many times the raced key was charged.', {
+      expect(paste.ledger.length > 0, t('step.05.file.noLedger'), t('step.05.file.noLedger.why'), {
         details: paste.responses.map(describeResponse),
       });
       const key = read ?? 'race';
@@ -65,43 +68,41 @@ export const step: Step = {
         // No loop line names the key: the lab sheet's key `race`, if the ledger shows it and nothing contradicts it.
         const race = paste.ledger.filter((row) => row.idempotency_key === 'race').length;
         const repeated = repeatedKeys(paste.ledger).filter(([k]) => k !== 'race');
-        const several = repeated.map(([k, n]) => `key ${JSON.stringify(k)} with ${n} rows`).join(', ');
+        const several = repeated.map(([k, n]) => t('step.05.file.several', { key: JSON.stringify(k), n })).join(', ');
         expect(
           race > 0,
-          `05-race.txt does not show which key was raced: no loop command in it names one, and the ledger has no row for "race"${several ? ` (it shows ${several})` : ''}; ${SHOW_LOOP}.`,
-          'The check counts the ledger rows of the raced key: it has to know which key that was.',
+          t('step.05.file.noKey', { several: several ? t('step.05.file.noKey.several', { several }) : '', showLoop: showLoop() }),
+          t('step.05.file.noKey.why'),
           { ledger: paste.ledger },
         );
         expect(
           race > 1 || repeated.length === 0,
-          `05-race.txt: the raced key could not be read from the paste, and the ledger shows ${several}; ${SHOW_LOOP}.`,
-          'One row for "race" says nothing if the key you raced was another one, charged several times.',
+          t('step.05.file.unread', { several, showLoop: showLoop() }),
+          t('step.05.file.unread.why'),
           { ledger: paste.ledger },
         );
       }
       const rows = paste.ledger.filter((row) => row.idempotency_key === key);
       expect(
         rows.length === 1,
-        `05-race.txt must show exactly one ledger row for the raced key ${JSON.stringify(key)}; it shows ${rows.length}.`,
-        'Ten requests with one key are one payment, however close together they arrive.',
+        t('step.05.file.rows', { key: JSON.stringify(key), count: rows.length }),
+        t('step.05.file.rows.why'),
         { ledger: rows.length > 0 ? rows : paste.ledger },
       );
-      return `05-race.txt shows one ledger row for the raced key ${JSON.stringify(key)}.`;
+      return t('step.05.file.pass', { key: JSON.stringify(key) });
     },
   },
   async live(ctx) {
     const server = await ctx.startServer();
     // One payment first, so a server that sets the database up on its first request has done so.
     const warmUp = await ctx.pay(server, { key: ctx.freshKey('warmup'), body: DEFAULT_PAYMENT });
-    expectStatus(warmUp, 201, 'A first request with a new key must charge and answer 201.', 'The race rounds need a server that pays at all.');
+    expectStatus(warmUp, 201, t('step.05.warmUp'), t('step.05.warmUp.why'));
     for (let round = 1; round <= RACE_ROUNDS; round++) {
       await raceRound(ctx, [server], round, { lockDatabase: round === 1 });
     }
-    return `${RACE_ROUNDS} rounds of 10 simultaneous requests with one key each: one ledger row per round, one answer per key.`;
+    return t('step.05.pass', { rounds: RACE_ROUNDS });
   },
-  hints: [
-    'Look, then insert is two steps: ten requests can all look before any of them inserts.',
-    'Make the claim on the key a single step the database decides: idem.key is a primary key, so only one insert of a key can succeed.',
-    'Insert the key (with no response yet) before charging; the request whose insert fails waits for the stored response, or answers 409 while the first is still in flight.',
-  ],
+  get hints() {
+    return [t('step.05.hint.1'), t('step.05.hint.2'), t('step.05.hint.3')];
+  },
 };

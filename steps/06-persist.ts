@@ -1,5 +1,6 @@
 import { DEFAULT_PAYMENT } from '../grader/http.js';
 import { expect } from '../grader/failure.js';
+import { t } from '../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../grader/paste.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import { raceRound } from '../grader/race.js';
@@ -16,7 +17,9 @@ const RESTART = /restart|\bstop\b|\bkill\b|server\.py|재시작|다시 시작|�
 export const step: Step = {
   id: '06',
   slug: 'persist',
-  title: 'Remember across restarts and instances',
+  get title() {
+    return t('step.06.title');
+  },
   file: {
     name: '06-persist.txt',
     check(text, notes) {
@@ -27,32 +30,32 @@ export const step: Step = {
       const repeated = [...byId.values()].find((rs) => rs.length >= 2);
       expect(
         repeated !== undefined,
-        '06-persist.txt must show the retry after the restart answered with the first payment: two HTTP 201 responses with the same payment_id.',
-        'A server that forgets its keys on restart charges every retry that crosses a deploy or a crash.',
+        t('step.06.file.noRepeat'),
+        t('step.06.file.noRepeat.why'),
         { details: paste.responses.map(describeResponse) },
       );
       const [first, ...later] = repeated;
       const same = later.find((r) => r.body?.charged_at === first.body?.charged_at);
       expect(
         same !== undefined,
-        `06-persist.txt shows payment_id ${paymentId(first)} twice but with different charged_at: the retry must get the stored response, not a rebuilt one.`,
-        'A rebuilt answer is not what the first request answered.',
+        t('step.06.file.rebuilt', { id: String(paymentId(first)) }),
+        t('step.06.file.rebuilt.why'),
         { details: repeated.map(describeResponse) },
       );
       const between = paste.lines.slice(first.line, same.line - 1);
       if (!between.some((line) => RESTART.test(line))) {
-        notes.warn('Show the restart between the two probes (the command you ran), so a reader sees the retry crossed it.');
+        notes.warn(t('step.06.file.showRestart'));
       }
-      return `06-persist.txt shows payment_id ${paymentId(first)} answered again unchanged (lines ${first.line} and ${same.line}).`;
+      return t('step.06.file.pass', { id: String(paymentId(first)), first: first.line, second: same.line });
     },
   },
   async live(ctx) {
-    const WHY_RESTART = 'Keys kept in process memory are forgotten on restart: the retry after a deploy or a crash charges again.';
+    const WHY_RESTART = t('step.06.restart.why');
     const a = await ctx.startServer();
     const key = ctx.freshKey('restart');
     const RESTART_PAYMENT = { user: 'u6-restart', amount: DEFAULT_PAYMENT.amount };
     const first = await ctx.pay(a, { key, body: RESTART_PAYMENT });
-    expectStatus(first, 201, 'The first request with a new key must charge and answer 201.', 'Nothing can be remembered before the first payment succeeds.');
+    expectStatus(first, 201, t('check.first201'), t('step.06.first201.why'));
     paymentOf(first);
     await ctx.stopServer(a);
     // B restarts on A's database; C, the second instance for the shared checks, starts alongside.
@@ -62,11 +65,11 @@ export const step: Step = {
     expectRows(ctx, key, 1, [first, retry], WHY_RESTART);
     expectCharges(ctx, RESTART_PAYMENT, 1, [first, retry], WHY_RESTART);
 
-    const WHY_SHARED = 'Behind a load balancer the retry may reach another instance: what one instance stored, every other must see.';
+    const WHY_SHARED = t('step.06.shared.why');
     const key2 = ctx.freshKey('shared');
     const SHARED_PAYMENT = { user: 'u6-shared', amount: DEFAULT_PAYMENT.amount };
     const onB = await ctx.pay(b, { key: key2, body: SHARED_PAYMENT });
-    expectStatus(onB, 201, 'The first request with a new key must charge and answer 201.', WHY_SHARED);
+    expectStatus(onB, 201, t('check.first201'), WHY_SHARED);
     paymentOf(onB);
     const onC = await ctx.pay(c, { key: key2, body: SHARED_PAYMENT });
     expectReplay(onB, onC, WHY_SHARED);
@@ -76,11 +79,9 @@ export const step: Step = {
     for (let round = 1; round <= RACE_ROUNDS; round++) {
       await raceRound(ctx, [b, c], round, { lockDatabase: round === 1 });
     }
-    return `A retry after a restart and a retry on another instance both replayed; ${RACE_ROUNDS} races split over two instances charged once each.`;
+    return t('step.06.pass', { rounds: RACE_ROUNDS });
   },
-  hints: [
-    'Stop the server, start it again, and send the same key: does it remember?',
-    'Memory in one process is lost on restart and invisible to a second instance; keep keys where every instance looks: the database.',
-    'A lock (threading.Lock) only guards one process: two instances need the database itself to refuse the second claim on a key.',
-  ],
+  get hints() {
+    return [t('step.06.hint.1'), t('step.06.hint.2'), t('step.06.hint.3')];
+  },
 };

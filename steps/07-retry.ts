@@ -1,5 +1,6 @@
 import { CheckFailed, expect } from '../grader/failure.js';
 import { sentences, statements, wordCount, type Statement } from '../grader/markdown.js';
+import { t } from '../i18n/index.js';
 import type { Step } from './types.js';
 
 /** A failure a client may meet. */
@@ -418,7 +419,9 @@ export const MIN_OUTCOMES = 4;
 export const step: Step = {
   id: '07',
   slug: 'retry',
-  title: 'Decide which failures to retry',
+  get title() {
+    return t('step.07.title');
+  },
   file: {
     name: '07-retry.md',
     check(text, notes) {
@@ -428,15 +431,15 @@ export const step: Step = {
         for (const outcome of c.outcomes) {
           const truth = TRUTH[outcome];
           if (!truth || truth.retry === c.retry) continue;
-          const label = outcome === 'timeout' ? 'a timeout (no response)' : String(outcome);
+          const label = outcome === 'timeout' ? t('step.07.timeoutLabel') : String(outcome);
           const sentence = truth.retry
-            ? `07-retry.md says not to retry ${label}; a client should retry it, with backoff.`
-            : `07-retry.md says to retry ${label}; a client should not: the same request gets the same ${outcome} again.`;
+            ? t('step.07.shouldRetry', { label })
+            : t('step.07.shouldNotRetry', { label, outcome });
           const why = truth.retry
-            ? 'The failure may be temporary or the request may never have arrived: with an idempotency key, retrying is safe.'
-            : 'The request itself is wrong; sending it again only adds load and never succeeds.';
-          if (truth.strict) throw new CheckFailed(sentence, why, { details: [`the line: ${c.text}`] });
-          notes.warn(`${sentence} (${why})`);
+            ? t('step.07.shouldRetry.why')
+            : t('step.07.shouldNotRetry.why');
+          if (truth.strict) throw new CheckFailed(sentence, why, { details: [t('step.07.theLine', { text: c.text })] });
+          notes.warn(t('step.07.warning', { sentence, why }));
         }
       }
       // A line naming a response whose verdict could not be read, unless that response is classified elsewhere.
@@ -444,27 +447,25 @@ export const step: Step = {
       for (const u of unread) {
         const strict = u.outcomes.filter((o) => TRUTH[o]?.strict && !classified.has(o));
         if (strict.length === 0) continue;
-        const labels = strict.map((o) => (o === 'timeout' ? 'a timeout' : String(o)));
-        const named = labels.length > 1 ? `${labels.slice(0, -1).join(', ')} and ${labels[labels.length - 1]}` : labels[0];
-        notes.warn(`07-retry.md names ${named} but no retry verdict could be read from the line "${u.text}": say retry or do not retry on it (e.g. "503: retry", "400: do not retry").`);
+        const labels = strict.map((o) => (o === 'timeout' ? t('step.07.aTimeout') : String(o)));
+        const named = labels.length > 1 ? t('step.07.listAnd', { list: labels.slice(0, -1).join(', '), last: labels[labels.length - 1] }) : labels[0];
+        notes.warn(t('step.07.unread', { named, text: u.text }));
       }
       const covered = new Set(reasoned.flatMap((c) => c.outcomes));
-      const unreasoned = found.filter((c) => wordCount(c.reason) < 2).map((c) => `no reason given: ${c.text}`);
+      const unreasoned = found.filter((c) => wordCount(c.reason) < 2).map((c) => t('step.07.noReason', { text: c.text }));
       expect(
         covered.size >= MIN_OUTCOMES,
-        `07-retry.md must classify at least ${MIN_OUTCOMES} responses (timeout, 500, 503, 429, 400, 422 ...) as retry or not, each with a reason; it classifies ${covered.size}.`,
-        'Which failures to retry is the client half of idempotency: the key makes a retry safe, the policy decides when to send one.',
-        { details: [...(covered.size ? [`classified with a reason: ${[...covered].join(', ')}`] : []), ...unreasoned] },
+        t('step.07.tooFew', { min: MIN_OUTCOMES, count: covered.size }),
+        t('step.07.tooFew.why'),
+        { details: [...(covered.size ? [t('step.07.classified', { list: [...covered].join(', ') })] : []), ...unreasoned] },
       );
       if (!BACKOFF.test(text) || !JITTER.test(text)) {
-        notes.warn('Say how to wait between retries: exponential backoff with jitter, so recovering servers are not hit by every client at the same moment.');
+        notes.warn(t('step.07.backoff'));
       }
-      return `07-retry.md classifies ${[...covered].join(', ')} with reasons.`;
+      return t('step.07.pass', { list: [...covered].join(', ') });
     },
   },
-  hints: [
-    'Ask of each failure: could the same request succeed a moment later, or will it fail the same way forever?',
-    'A timeout tells you nothing about whether the request arrived: that is exactly when the idempotency key earns its keep.',
-    'Write a table with a column for the response, one for retry yes/no, one for the reason; then say how long to wait between tries.',
-  ],
+  get hints() {
+    return [t('step.07.hint.1'), t('step.07.hint.2'), t('step.07.hint.3')];
+  },
 };

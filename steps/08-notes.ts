@@ -1,5 +1,6 @@
 import { expect } from '../grader/failure.js';
 import { sentences, statements, wordCount } from '../grader/markdown.js';
+import { t } from '../i18n/index.js';
 import type { Step } from './types.js';
 
 /** A mention of the idempotency key: a line about "a different request" counts for the body idea only with one. */
@@ -13,13 +14,19 @@ const KEY = /\bkeys?\b|idempoten|키|键/i;
  */
 export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegExp; missing: string }[] = [
   {
-    name: 'why retries are unavoidable',
+    get name() {
+      return t('step.08.concept.retry');
+    },
     pattern:
       /retr(?:y|ies|ied|ying)|\bre-?send|\bsend(?:s|ing)?\s+(?:it\s+|them\s+|the\s+(?:same\s+)?(?:request|payment)\s+)?again|\btr(?:y|ies|ying)\s+(?:it\s+)?again|재시도|재전송|다시\s*(?:보내|보낸|보냄|보낼|전송|시도)|重试|再试|再发|重发|重新发送|再次发送/i,
-    missing: 'why clients retry at all (a timeout cannot tell a lost request from a lost answer)',
+    get missing() {
+      return t('step.08.concept.retry.missing');
+    },
   },
   {
-    name: 'where idempotency keys are stored',
+    get name() {
+      return t('step.08.concept.store');
+    },
     pattern: new RegExp(
       [
         String.raw`\bstor(?:e|ed|es|ing|age)\b|\bsav(?:e|ed|es|ing)\b|persist|database|\bDB\b|redis|sqlite|\bremember(?:s|ed|ing)?\b`,
@@ -30,14 +37,20 @@ export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegE
       ].join('|'),
       'i',
     ),
-    missing: 'where the keys are kept (a store every instance shares, not process memory)',
+    get missing() {
+      return t('step.08.concept.store.missing');
+    },
   },
   {
-    name: 'why a different body under one key is refused',
+    get name() {
+      return t('step.08.concept.body');
+    },
     pattern: /\bbod(?:y|ies)\b|payload|본문|正文|请求体|请求内容/i,
     underKey:
       /\b(?:different|other|another|changed|new)\s+(?:amounts?|requests?|data|parameters|contents?)\b|다른\s*(?:금액|요청|내용)|(?:不同|另一个|另外的?)的?(?:金额|请求)/i,
-    missing: 'why a reused key with a different body is refused (422)',
+    get missing() {
+      return t('step.08.concept.body.missing');
+    },
   },
 ];
 
@@ -56,7 +69,9 @@ function covers(concept: (typeof CONCEPTS)[number], line: string): boolean {
 export const step: Step = {
   id: '08',
   slug: 'notes',
-  title: 'Write down the three ideas',
+  get title() {
+    return t('step.08.title');
+  },
   file: {
     name: '08-notes.md',
     check(text) {
@@ -70,23 +85,22 @@ export const step: Step = {
       const count = [...lines.values()].reduce((n, written) => n + written.length, 0);
       expect(
         count >= MIN_LINES,
-        `08-notes.md must have at least ${MIN_LINES} lines of your own words; it has ${count}.`,
-        'Writing the ideas down in a sentence each is how you find out whether you can explain them.',
+        t('step.08.tooShort', { min: MIN_LINES, count }),
+        t('step.08.tooShort.why'),
       );
       const all = [...lines.values()].map((written) => written.join(' '));
       const found = (c: (typeof CONCEPTS)[number]) => all.some((line) => covers(c, line));
       const missing = CONCEPTS.filter((c) => !found(c));
       expect(
         missing.length === 0,
-        `08-notes.md does not say ${missing.map((c) => c.missing).join('; nor ')}.`,
-        'These three ideas are the lab: clients must retry, the server must remember keys where every instance sees them, and a key names one request only.',
-        { details: CONCEPTS.map((c) => `${found(c) ? 'found' : 'missing'}: ${c.name}`) },
+        t('step.08.missing', { missing: missing.map((c) => c.missing).join(t('step.08.missingJoin')) }),
+        t('step.08.missing.why'),
+        { details: CONCEPTS.map((c) => t(found(c) ? 'step.08.found' : 'step.08.notFound', { name: c.name })) },
       );
-      return `08-notes.md covers ${CONCEPTS.map((c) => c.name).join(', ')}.`;
+      return t('step.08.pass', { list: CONCEPTS.map((c) => c.name).join(', ') });
     },
   },
-  hints: [
-    'One line each: why do clients retry, where does the server keep the keys, what happens when a key comes back with another body?',
-    'Think of the client that timed out, of the second instance behind the load balancer, and of the 1000 versus 99999 request.',
-  ],
+  get hints() {
+    return [t('step.08.hint.1'), t('step.08.hint.2')];
+  },
 };

@@ -8,6 +8,7 @@ import { step as retry } from './07-retry.js';
 import { step as notes } from './08-notes.js';
 import { SetupError } from '../grader/failure.js';
 import type { Step } from './types.js';
+import { t } from '../i18n/index.js';
 
 /** Every step of the lab, in order. */
 export const STEPS: readonly Step[] = [duplicate, replay, nokey, conflict, race, persist, retry, notes];
@@ -23,7 +24,7 @@ export function selectSteps(selectors: string[]): Step[] {
     const wanted = selector.trim().toLowerCase();
     const step = STEPS.find((s) => s.slug === wanted || s.id === wanted.padStart(2, '0'));
     if (!step) {
-      throw new SetupError(`unknown step "${selector}"; the steps are ${STEPS.map((s) => `${s.id} (${s.slug})`).join(', ')}`);
+      throw new SetupError(t('cli.unknownStep', { step: selector, list: STEPS.map((s) => `${s.id} (${s.slug})`).join(', ') }));
     }
     if (!chosen.includes(step)) chosen.push(step);
   }

@@ -33,13 +33,14 @@ export interface CliRun {
 }
 
 /**
- * Runs `idem-lab ARGS` as a real process with NO_COLOR set and no terminal, killed
+ * Runs `idem-lab ARGS` as a real process with NO_COLOR set, the C locale and no terminal, killed
  * after `timeoutMs` (default 60 s) so a hang fails the test instead of stalling it.
  */
 export async function runCli(args: string[], options: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<CliRun> {
   const result = await execa('node', [CLI, ...args], {
     cwd: options.cwd ?? PACKAGE_ROOT,
-    env: { NO_COLOR: '1', ...options.env },
+    // A neutral locale, so the language is English unless a test asks for another.
+    env: { NO_COLOR: '1', LC_ALL: '', LC_MESSAGES: '', LANG: 'C.UTF-8', ...options.env },
     reject: false,
     timeout: options.timeoutMs ?? 60_000,
     stdin: 'ignore',

@@ -1,5 +1,6 @@
 import { Chalk, type ChalkInstance } from 'chalk';
-import { formatExchange, formatLedger } from '../wire.js';
+import { curlCommand, formatExchange, formatLedger } from '../wire.js';
+import { t } from '../../i18n/index.js';
 import { BODY_PREVIEW_CHARS } from '../wire.js';
 import type { StepResult } from '../types.js';
 import { formatPoints, type GradeReport } from '../grading.js';
@@ -21,37 +22,70 @@ function indent(lines: string[], by = '    '): string[] {
   return lines.flatMap((line) => line.split('\n')).map((line) => (line === '' ? line : by + line));
 }
 
+/** How `formatResult` shows a failure's exchanges. */
+export interface ResultOptions {
+  /**
+   * The port the curl lines send to: the learner's own server (the grader's servers are
+   * stopped by then). Default: each exchange's own port.
+   */
+  replayPort?: number;
+  /** The step's worth in points; when given, the header shows `score/points pt`. */
+  points?: number;
+}
+
 /**
  * One verdict as the learner reads it: a mark, the step, the message; on a failure the
- * reason, what was sent and what came back, the ledger rows, the server's output, and
- * where the hints are.
- * @param points the step's worth; when given, the header shows `score/points pt`
+ * reason, what was sent and what came back (each exchange with a curl line that sends it
+ * again), the ledger rows, the server's output, and where the hints are. With
+ * `options.points` the header shows `score/points pt`.
  */
-export function formatResult(result: StepResult, c: ChalkInstance, points?: number): string {
+export function formatResult(result: StepResult, c: ChalkInstance, options: ResultOptions = {}): string {
+  const points = options.points;
   const colour = result.status === 'pass' ? c.green : result.status === 'fail' ? c.red : c.yellow;
   const worth = points === undefined ? '' : `  ${formatPoints(result.status === 'pass' ? points : 0)}/${formatPoints(points)} pt`;
   const lines = [`${colour(MARK[result.status])} ${c.bold(`${result.id} ${result.slug}`)}  ${result.title}${worth}  ${c.dim(`(${result.ms} ms)`)}`];
   lines.push(...indent([result.message]));
-  if (result.why) lines.push(...indent([c.dim(`Why it matters: ${result.why}`)]));
+  if (result.why) lines.push(...indent([c.dim(t('report.why', { why: result.why }))]));
   lines.push(...indent(result.details.map((d) => `· ${d}`)));
   if (result.status !== 'pass' && result.exchanges.length > 0) {
-    lines.push(...indent([c.bold('What was sent and what came back:')]));
+    lines.push(...indent([c.bold(t('report.exchanges'))]));
     for (const exchange of result.exchanges) {
       const [request, ...answer] = formatExchange(exchange, BODY_PREVIEW_CHARS);
-      lines.push(...indent([`${c.cyan(`[${exchange.server}]`)} ${request}`, ...indent(answer, '    ')], '      '));
+      const curl = c.dim(`$ ${curlCommand(exchange, options.replayPort ?? exchange.port, BODY_PREVIEW_CHARS)}`);
+      lines.push(...indent([`${c.cyan(`[${exchange.server}]`)} ${request}`, ...indent([curl, ...answer], '    ')], '      '));
     }
+    const replay = options.replayPort !== undefined ? t('report.replay.port', { port: options.replayPort }) : t('report.replay.same');
+    lines.push(...indent([c.dim(replay)], '      '));
   }
   if (result.status !== 'pass' && result.ledger) {
-    lines.push(...indent([c.bold(`Ledger rows (${result.ledger.length}):`)]));
-    lines.push(...indent(result.ledger.length ? formatLedger(result.ledger) : ['(none)'], '      '));
+    lines.push(...indent([c.bold(t('report.ledger', { count: result.ledger.length }))]));
+    lines.push(...indent(result.ledger.length ? formatLedger(result.ledger) : [t('report.ledger.none')], '      '));
   }
   if (result.serverOutput) {
-    lines.push(...indent([c.bold('The server printed (last lines):')]));
+    lines.push(...indent([c.bold(t('report.serverOutput'))]));
     lines.push(...indent(result.serverOutput.trimEnd().split('\n').slice(-15), '      '));
   }
-  for (const warning of result.warnings) lines.push(...indent([c.yellow(`note: ${warning}`)]));
-  if (result.status === 'fail') lines.push(...indent([c.dim(`Stuck? idem-lab hint ${result.id}`)]));
+  for (const warning of result.warnings) lines.push(...indent([c.yellow(t('report.note', { warning }))]));
+  if (result.status === 'fail') lines.push(...indent([c.dim(t('report.stuck', { id: result.id }))]));
   return lines.join('\n');
+}
+
+/** Width of the progress bar, in characters (one per step when there are up to 20). */
+const BAR_MAX = 20;
+
+/**
+ * A progress bar, `■■■□□□□□`, one square per step (scaled down past 20 steps).
+ * @param done steps passed; @param total steps in the lab
+ */
+export function progressBar(done: number, total: number): string {
+  const width = Math.min(total, BAR_MAX);
+  const filled = total === 0 ? 0 : Math.round((done / total) * width);
+  return '■'.repeat(filled) + '□'.repeat(width - filled);
+}
+
+/** `Progress: 3 of 8 steps pass. ■■■□□□□□`: the learner's whole progress, not one run's. */
+export function formatProgress(done: number, total: number, c: ChalkInstance): string {
+  return `${t('report.progress', { passed: done, total })} ${c.green(progressBar(done, total).replace(/□+$/, ''))}${c.dim(progressBar(done, total).replace(/^■+/, ''))}`;
 }
 
 /**
@@ -61,9 +95,9 @@ export function formatResult(result: StepResult, c: ChalkInstance, points?: numb
 export function formatSummary(results: StepResult[], c: ChalkInstance, report?: GradeReport): string {
   const passed = results.filter((r) => r.status === 'pass').length;
   const failing = results.filter((r) => r.status !== 'pass').map((r) => r.id);
-  const line = `${passed} of ${results.length} step${results.length === 1 ? '' : 's'} pass${results.length === 1 ? 'es' : ''}.`;
-  let summary = failing.length === 0 ? c.green(line) : `${c.red(line)} To do: ${failing.join(', ')}.`;
-  if (report) summary += ` Score: ${formatPoints(report.score)} of ${formatPoints(report.maxScore)} point${report.maxScore === 1 ? '' : 's'}.`;
+  const line = t(results.length === 1 ? 'report.summary.one' : 'report.summary.many', { passed, total: results.length });
+  let summary = failing.length === 0 ? c.green(line) : `${c.red(line)} ${t('report.todo', { ids: failing.join(', ') })}`;
+  if (report) summary += ` ${t('report.score', { score: formatPoints(report.score), max: formatPoints(report.maxScore) })}`;
   if (report?.status === 'error' && report.message) summary += `\n${c.yellow(report.message)}`;
   return summary;
 }

@@ -1,0 +1,151 @@
+/**
+ * `idem-lab watch`: re-checks the current step whenever server.py or that step's file is
+ * saved, restarting the learner's server first when server.py changed, and moves on to
+ * the next step when it passes (like rustlings' watch mode). Saves in quick succession
+ * are merged: one check at a time, and one follow-up check for everything saved during it.
+ */
+import path from 'node:path';
+import { t } from '../i18n/index.js';
+import readline from 'node:readline';
+import { watch as watchFiles } from 'chokidar';
+import { grade } from '../grader/engine.js';
+import { killAllServersNow } from '../grader/server.js';
+import { runExitTasks } from '../grader/cleanup.js';
+import { colourFor, formatProgress, formatResult } from '../grader/reporters/human.js';
+import { passedCount, prepareCheck, saveVerdicts } from '../grader/check-command.js';
+import { STEPS, selectSteps } from '../steps/index.js';
+import type { Step } from '../steps/types.js';
+import { Coalescer } from './coalesce.js';
+import { hintCommand, restartCommand, type WorkspaceOptions } from './commands.js';
+import { DEFAULT_PORT, isServerProcess } from './runner.js';
+import { readState } from './workspace.js';
+
+/** Options of `idem-lab watch`. */
+export interface WatchOptions extends WorkspaceOptions {
+  /** Quiet time after the last save before a check starts, in ms (default 200). */
+  debounceMs?: number;
+}
+
+/**
+ * The first step that does not pass yet, looking after `after` first and then from the
+ * start; undefined when every step passes.
+ */
+export function nextStepToDo(workspace: string, after?: Step): Step | undefined {
+  const steps = readState(workspace).steps ?? {};
+  const todo = (s: Step) => steps[s.id]?.status !== 'pass';
+  const from = after ? STEPS.indexOf(after) + 1 : 0;
+  return STEPS.slice(from).find(todo) ?? STEPS.slice(0, from).find(todo);
+}
+
+/** Files whose changes say nothing about the lab: the database, logs, editor leftovers. */
+const NOISE = /(?:^|\/)(?:\.[^/]+|[^/]*\.(?:db|db-journal|db-wal|db-shm|log|swp|swx|tmp)|[^/]*~|__pycache__|node_modules)$/;
+
+/**
+ * Watches the workspace until the learner quits (q, Ctrl-C, SIGTERM) or every step passes.
+ * Checks the current step once at the start. Stops every server a check started before it
+ * returns; leaves the learner's own server running (restarted when server.py changed).
+ * @param selector the step to start with (id or slug); default the first one not passing
+ * @returns 0 (quitting is not a failure)
+ * @throws SetupError for a folder that is no workspace or an unknown step
+ */
+export async function watchCommand(selector: string | undefined, options: WatchOptions): Promise<number> {
+  const { workspace, command } = prepareCheck([], options);
+  let current = selector ? selectSteps([selector])[0] : nextStepToDo(workspace);
+  const c = colourFor(process.stdout);
+  if (!current) {
+    console.log(c.green(t('watch.allPass', { total: STEPS.length })));
+    return 0;
+  }
+  const serverFile = command.args[command.args.length - 1] ?? command.file;
+  const keys = process.stdin.isTTY === true;
+  const watchedNames = () => [serverFile, ...(current?.file ? [current.file.name] : [])];
+
+  const footer = () => {
+    const files = watchedNames().join(t('watch.and'));
+    const actions = keys ? t('watch.keys') : t('watch.noKeys');
+    console.log(c.dim(`\n${t('watch.footer', { files, id: current?.id ?? '', slug: current?.slug ?? '', actions })}`));
+  };
+
+  let stopping = false;
+  let finish!: (code: number) => void;
+  const finished = new Promise<number>((resolve) => (finish = resolve));
+
+  const check = async ({ reasons }: { reasons: string[] }) => {
+    const step = current;
+    if (!step || stopping) return;
+    if (process.stdout.isTTY) process.stdout.write('\x1b[2J\x1b[H');
+    const saved = reasons.filter((r) => r !== 'start' && r !== 'key');
+    if (saved.length) console.log(c.dim(t('watch.saved', { files: saved.join(', ') })));
+    if (saved.includes(serverFile)) {
+      const { pid } = readState(workspace);
+      if (pid && isServerProcess(pid, command)) await restartCommand({ dir: workspace });
+      else console.log(c.dim(t('watch.serverNotRunning')));
+    }
+    console.log(t('watch.checking', { id: step.id, slug: step.slug }));
+    const [result] = await grade({ workspace, command, steps: [step], concurrency: 1 });
+    if (stopping) return;
+    saveVerdicts(workspace, [result]);
+    console.log(formatResult(result, c, { replayPort: readState(workspace).port ?? DEFAULT_PORT }));
+    console.log(formatProgress(passedCount(workspace), STEPS.length, c));
+    if (result.status === 'pass') {
+      const next = nextStepToDo(workspace, step);
+      if (!next) {
+        console.log(c.green(`\n${t('watch.done', { total: STEPS.length })}`));
+        finish(0);
+        return;
+      }
+      current = next;
+      console.log(`\n${c.bold(t('watch.next', { id: next.id, slug: next.slug }))}  ${next.title}`);
+      console.log(c.dim(t('watch.nextHow', { id: next.id, files: watchedNames().join(t('watch.or')) })));
+    }
+    footer();
+  };
+
+  const runs = new Coalescer(check, options.debounceMs ?? 200, (err) => console.error(`idem-lab: ${(err as Error).stack ?? err}`));
+  const watcher = watchFiles(workspace, {
+    depth: 0,
+    ignoreInitial: true,
+    ignored: (p: string) => p !== workspace && NOISE.test(p),
+    awaitWriteFinish: { stabilityThreshold: 60, pollInterval: 20 },
+  });
+  const onFile = (file: string) => {
+    const name = path.relative(workspace, path.resolve(workspace, file));
+    if (watchedNames().includes(name)) runs.trigger(name);
+  };
+  watcher.on('add', onFile).on('change', onFile);
+  await new Promise<void>((resolve) => watcher.once('ready', () => resolve()));
+
+  const stop = () => finish(0);
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const signal of signals) process.on(signal, stop);
+  process.on('exit', runExitTasks);
+  const onKey = (text: string | undefined, key: { name?: string; ctrl?: boolean } | undefined) => {
+    if ((key?.ctrl && key.name === 'c') || text === 'q') stop();
+    else if (text === 'c' || key?.name === 'return') runs.trigger('key');
+    else if (text === 'h' && current) hintCommand(current.id, { dir: workspace });
+  };
+  if (keys) {
+    readline.emitKeypressEvents(process.stdin);
+    process.stdin.setRawMode(true);
+    process.stdin.on('keypress', onKey);
+    process.stdin.resume();
+  }
+
+  runs.trigger('start');
+  const code = await finished;
+
+  stopping = true;
+  runs.close();
+  await watcher.close();
+  for (const signal of signals) process.off(signal, stop);
+  if (keys) {
+    process.stdin.off('keypress', onKey);
+    process.stdin.setRawMode(false);
+    process.stdin.pause();
+  }
+  // A check in progress loses its servers now and ends at once; its own cleanup then runs.
+  killAllServersNow();
+  await Promise.race([runs.idle(), new Promise((resolve) => setTimeout(resolve, 3000).unref())]);
+  console.log(c.dim(t('watch.stopped')));
+  return code;
+}

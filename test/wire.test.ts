@@ -1,0 +1,69 @@
+/**
+ * How exchanges are shown to a learner: the curl line that replays one, and the progress bar.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { Chalk } from 'chalk';
+import { curlCommand, shellQuote } from '../grader/wire.js';
+import { formatProgress, formatResult, progressBar } from '../grader/reporters/human.js';
+import type { Exchange, StepResult } from '../grader/types.js';
+
+const pay = (over: Partial<Exchange> = {}): Exchange => ({
+  server: 'A',
+  port: 41234,
+  method: 'POST',
+  path: '/pay',
+  key: 'k1',
+  requestBody: '{"user":"u1","amount":1000}',
+  status: 201,
+  responseBody: '{"payment_id": 1}',
+  ms: 3,
+  ...over,
+});
+
+/** What a POSIX shell makes of a command line: its words, as `printf '%s\n'` prints them. */
+function wordsInShell(line: string): string[] {
+  const out = execFileSync('sh', ['-c', `set -- ${line.replace(/^curl /, '')}; for w in "$@"; do printf '%s\\0' "$w"; done`], { encoding: 'utf8' });
+  return out.split('\0').slice(0, -1);
+}
+
+test('shellQuote leaves safe words alone and single-quotes the rest, quotes included', () => {
+  assert.equal(shellQuote('http://127.0.0.1:8000/pay'), 'http://127.0.0.1:8000/pay');
+  assert.equal(shellQuote(''), "''");
+  assert.equal(shellQuote('a b'), "'a b'");
+  assert.equal(shellQuote("it's"), "'it'\\''s'");
+  for (const word of ["it's", '$HOME `x` "y"', '{"user":"o\'neil","amount":1}', '\\n;|&', '']) {
+    assert.deepEqual(wordsInShell(`curl ${shellQuote(word)}`), [word], word);
+  }
+});
+
+test('curlCommand replays a request: the key, an empty key, no key, the body exactly', () => {
+  assert.equal(
+    curlCommand(pay(), 8000),
+    `curl -sS -i -X POST http://127.0.0.1:8000/pay -H 'Content-Type: application/json' -H 'Idempotency-Key: k1' --data '{"user":"u1","amount":1000}'`,
+  );
+  assert.match(curlCommand(pay({ key: '' })), /-H 'Idempotency-Key;' --data/);
+  assert.doesNotMatch(curlCommand(pay({ key: undefined })), /Idempotency-Key/);
+  const odd = pay({ key: "k'1 $x", requestBody: `{"user":"o'neil","amount":1}` });
+  assert.deepEqual(wordsInShell(curlCommand(odd, 8000)).slice(-3), ['-H', `Idempotency-Key: k'1 $x`, '--data', `{"user":"o'neil","amount":1}`].slice(-3));
+  assert.equal(curlCommand({ ...pay(), method: 'GET', path: '/health', key: undefined, requestBody: '' }, 9), 'curl -sS -i http://127.0.0.1:9/health');
+  assert.match(curlCommand(pay({ requestBody: 'x'.repeat(50) }), 8000, 10), /--data xxxxxxxxxx {2}# body cut: 40 more characters$/);
+});
+
+test('a failing verdict shows a curl line under each exchange, to the learner\'s port, without colour when asked', () => {
+  const result: StepResult = { id: '02', slug: 'replay', title: 'Replay', status: 'fail', message: 'm', details: [], warnings: [], exchanges: [pay(), pay({ responseBody: 'y'.repeat(1000) })], ms: 1 };
+  const text = formatResult(result, new Chalk({ level: 0 }), { replayPort: 8123 });
+  assert.equal((text.match(/^ {10}\$ curl -sS -i -X POST http:\/\/127\.0\.0\.1:8123\/pay /gm) ?? []).length, 2);
+  assert.match(text, /y{400}… \(600 more characters\)/);
+  assert.match(text, /each \$ curl line sends that request again, to your server on port 8123/);
+  assert.doesNotMatch(text, /\x1b\[/);
+  assert.match(formatResult(result, new Chalk({ level: 1 })), /\x1b\[/);
+});
+
+test('the progress bar has one square per step', () => {
+  assert.equal(progressBar(3, 8), '■■■□□□□□');
+  assert.equal(progressBar(0, 8), '□□□□□□□□');
+  assert.equal(progressBar(8, 8), '■■■■■■■■');
+  assert.equal(formatProgress(3, 8, new Chalk({ level: 0 })), 'Progress: 3 of 8 steps pass. ■■■□□□□□');
+});
