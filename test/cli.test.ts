@@ -7,18 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { freePort } from '../grader/server.js';
 import { readState } from '../lab/workspace.js';
-import { fixtureWorkspace, runCli, serversUnder, tempDir } from './support.js';
+import { fixtureWorkspace, runCli, serversUnder, tempDir, stopRecorded } from './support.js';
 
-/** Stops whatever server a test's workspace recorded, by its process group, pass or fail. */
-function stopRecorded(dir: string): void {
-  const { pid } = readState(dir);
-  if (!pid) return;
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // already gone
-  }
-}
 
 test('--help lists every command and exits 0; an unknown command exits 2', async () => {
   const help = await runCli(['--help']);

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { freePort } from '../grader/server.js';
 import { readState } from '../lab/workspace.js';
-import { CLI, fixtureWorkspace, runCli, serversUnder } from './support.js';
+import { CLI, fixtureWorkspace, runCli, serversUnder, stopRecorded } from './support.js';
 import { Terminal, tmuxAvailable } from './terminal.js';
 
 /** The main menu waiting for a key (the last prompt on the screen). */
@@ -19,16 +19,6 @@ const shownThenPause = (text: string) => new RegExp(`${text}[\\s\\S]*\\[Enter\\]
 /** `n` presses of the Down key. The cursor starts on the first step not passing yet (01 here). */
 const down = (n: number) => Array.from({ length: n }, () => 'Down');
 
-/** Stops whatever server the workspace recorded, by its process group. */
-function stopRecorded(dir: string): void {
-  const { pid } = readState(dir);
-  if (!pid) return;
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // already gone
-  }
-}
 
 test('idem-lab alone without a terminal prints the step list and the progress, and exits 0 at once', async () => {
   const ws = fixtureWorkspace('reference');

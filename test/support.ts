@@ -8,6 +8,7 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { buildWorkspace } from '../fixtures/build.js';
 import { PACKAGE_ROOT } from '../lab/paths.js';
+import { readState } from '../lab/workspace.js';
 
 /** The compiled CLI entry. */
 export const CLI = path.join(PACKAGE_ROOT, 'dist', 'bin', 'idem-lab.js');
@@ -65,4 +66,15 @@ export function serversUnder(root: string): number[] {
     }
   }
   return pids;
+}
+
+/** Stops whatever server a test's workspace recorded (`idem-lab start`), by its process group; for a test's finally. */
+export function stopRecorded(dir: string): void {
+  const { pid } = readState(dir);
+  if (!pid) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
 }
