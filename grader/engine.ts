@@ -210,11 +210,14 @@ export async function grade(options: GradeOptions): Promise<StepResult[]> {
     const promise = new Promise<StepResult>((r) => (resolve = r));
     return { promise, resolve };
   });
+  // The costliest steps start first (see Step.cost); `pending` keeps the reporting order.
+  const costOf = (step: Step) => step.cost ?? (step.live ? 1 : 0);
+  const order = options.steps.map((_, i) => i).sort((a, b) => costOf(options.steps[b]) - costOf(options.steps[a]));
   let next = 0;
   let notStarted: StepResult | undefined;
   const worker = async () => {
-    while (next < options.steps.length) {
-      const i = next++;
+    while (next < order.length) {
+      const i = order[next++];
       const step = options.steps[i];
       const result = notStarted && step.live ? notTriedAgain(step, notStarted) : await gradeStep(step, options);
       if (options.stopAfterStartFailure && result.startFailed && !notStarted) notStarted = result;

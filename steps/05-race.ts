@@ -92,6 +92,7 @@ export const step: Step = {
       return t('step.05.file.pass', { key: JSON.stringify(key) });
     },
   },
+  cost: 2,
   async live(ctx) {
     const server = await ctx.startServer();
     // One payment first, so a server that sets the database up on its first request has done so.

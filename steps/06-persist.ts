@@ -49,6 +49,7 @@ export const step: Step = {
       return t('step.06.file.pass', { id: String(paymentId(first)), first: first.line, second: same.line });
     },
   },
+  cost: 4,
   async live(ctx) {
     const WHY_RESTART = t('step.06.restart.why');
     const a = await ctx.startServer();

@@ -38,6 +38,12 @@ export interface Step {
    * @throws CheckFailed when the server does not behave as the step asks
    */
   live?(ctx: LiveContext): Promise<string>;
+  /**
+   * How long the step takes to grade, relative to one server start and a few requests (1,
+   * the default for a live check; 0 without one). The engine starts costly steps first, so
+   * grading steps side by side ends sooner; verdicts are reported in step order all the same.
+   */
+  cost?: number;
   /** Hints from a nudge to the concrete technique, never the solution's code. */
   hints: string[];
 }
