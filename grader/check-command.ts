@@ -1,12 +1,11 @@
 import fs from 'node:fs';
-import { execaSync } from 'execa';
 import { t } from '../i18n/index.js';
 import path from 'node:path';
 import { SetupError } from './failure.js';
 import { grade } from './engine.js';
 import { limits } from './limits.js';
 import { installExitHooks } from './cleanup.js';
-import type { ServerCommand } from './server.js';
+import { resolveInterpreter, type ServerCommand } from './server.js';
 import { colourFor, formatProgress, formatResult, formatSummary } from './reporters/human.js';
 import type { StepResult } from './types.js';
 import { STEPS, selectSteps } from '../steps/index.js';
@@ -50,17 +49,12 @@ export function saveVerdicts(workspace: string, results: StepResult[]): void {
   }
 }
 
-/** The exit code for a set of verdicts: 0 all pass, 1 a step failed, 2 the grader could not grade one. */
-export function exitCodeFor(results: StepResult[]): number {
-  if (results.some((r) => r.status === 'error')) return EXIT.setup;
-  return results.every((r) => r.status === 'pass') ? EXIT.pass : EXIT.fail;
-}
 
 /**
  * Prepares a grading run: the workspace, its server command and the chosen steps.
  * @throws SetupError for a missing workspace, an unknown step or a missing interpreter
  */
-export function prepareCheck(selectors: string[], options: WorkspaceOptions): { workspace: string; command: ServerCommand; steps: ReturnType<typeof selectSteps> } {
+export async function prepareCheck(selectors: string[], options: WorkspaceOptions): Promise<{ workspace: string; command: ServerCommand; steps: ReturnType<typeof selectSteps> }> {
   const { workspace, command } = openWorkspace(workspaceDir(options));
   const steps = selectSteps(selectors);
   try {
@@ -71,24 +65,9 @@ export function prepareCheck(selectors: string[], options: WorkspaceOptions): { 
   if (steps.some((s) => s.live) && !commandExists(command.file)) {
     throw new SetupError(t('cli.noInterpreter', { file: command.file }));
   }
-  return { workspace, command: resolveInterpreter(command, workspace), steps };
+  return { workspace, command: await resolveInterpreter(command, workspace), steps };
 }
 
-/**
- * For `python3 ...`, the interpreter's real path as seen from the workspace, so that a
- * version-manager shim (pyenv's costs ~0.25 s a start) runs once per grading, not once
- * per server start. Any other command, or a failure to ask, is returned unchanged.
- */
-export function resolveInterpreter(command: ServerCommand, workspace: string): ServerCommand {
-  if (!/^python3?$/.test(command.file)) return command;
-  try {
-    const { stdout } = execaSync(command.file, ['-c', 'import sys; print(sys.executable)'], { cwd: workspace, timeout: 10_000 });
-    const exe = String(stdout).trim();
-    return exe && fs.existsSync(exe) ? { ...command, file: exe } : command;
-  } catch {
-    return command;
-  }
-}
 
 /** Options of `idem-lab check` besides the workspace. */
 export interface CheckOptions extends WorkspaceOptions {
@@ -160,10 +139,10 @@ function reportSetupError(err: SetupError, selectors: string[], options: CheckOp
 export async function checkCommand(selectors: string[], options: CheckOptions): Promise<number> {
   const choices = chooseReporters(options.reporter ?? [], options.output);
   const human = choices.some((c) => c.name === 'human');
-  let prepared: ReturnType<typeof prepareCheck>;
+  let prepared: Awaited<ReturnType<typeof prepareCheck>>;
   let config: GradingConfig;
   try {
-    prepared = prepareCheck(selectors, options);
+    prepared = await prepareCheck(selectors, options);
     config = configFor(options, prepared.workspace);
   } catch (err) {
     if (err instanceof SetupError && choices.some((c) => c.name !== 'human')) return reportSetupError(err, selectors, options, choices);

@@ -8,9 +8,7 @@
  * start time limit once (stopAfterStartFailure), and a whole workspace is cut off after
  * `timeoutMs`, its servers stopped.
  */
-import fs from 'node:fs';
 import path from 'node:path';
-import { execa } from 'execa';
 import { stringify } from 'csv-stringify/sync';
 import { grade } from './engine.js';
 import { SetupError } from './failure.js';
@@ -18,7 +16,7 @@ import { commandExists } from './check-command.js';
 import { formatPoints, isRequired, pointsOf, scoreResults, setupErrorReport, type GradeReport, type GradingConfig } from './grading.js';
 import { resultsFile, type ResultsFile } from './reporters/json.js';
 import { stepName } from './reporters/plain.js';
-import type { ServerCommand } from './server.js';
+import { resolveInterpreter, type ServerCommand } from './server.js';
 import type { Status } from './types.js';
 import { openWorkspace } from '../lab/workspace.js';
 import type { Step } from '../steps/types.js';
@@ -87,21 +85,6 @@ export function studentNames(dirs: readonly string[], cwd = process.cwd()): stri
   return absolute.map((d, i) => (bases.filter((b) => b === bases[i]).length > 1 ? path.relative(cwd, d) || '.' : bases[i]));
 }
 
-/**
- * For `python3 ...`, the interpreter's real path as seen from the workspace (see
- * resolveInterpreter in check-command.ts), asked without blocking the other workspaces
- * being graded. Any other command, or a failure to ask, is returned unchanged.
- */
-export async function resolveInterpreterAsync(command: ServerCommand, workspace: string): Promise<ServerCommand> {
-  if (!/^python3?$/.test(command.file)) return command;
-  try {
-    const { stdout } = await execa(command.file, ['-c', 'import sys; print(sys.executable)'], { cwd: workspace, timeout: 10_000 });
-    const exe = String(stdout).trim();
-    return exe && fs.existsSync(exe) ? { ...command, file: exe } : command;
-  } catch {
-    return command;
-  }
-}
 
 function firstFailure(report: GradeReport): string {
   if (report.status === 'error' && report.message) return report.message;
@@ -147,7 +130,7 @@ export async function gradeWorkspace(student: string, dir: string, options: Pick
   try {
     const results = await grade({
       workspace,
-      command: await resolveInterpreterAsync(command, workspace),
+      command: await resolveInterpreter(command, workspace),
       steps: options.steps,
       stopAfterStartFailure: true,
       signal: controller.signal,

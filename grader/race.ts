@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed } from './failure.js';
 import { t } from '../i18n/index.js';
@@ -40,7 +41,7 @@ export async function raceRound(ctx: LiveContext, servers: ServerInstance[], rou
   try {
     const answers = ctx.paySimultaneously(servers, requests);
     if (release) {
-      await new Promise((resolve) => setTimeout(resolve, LOCK_HOLD_MS));
+      await delay(LOCK_HOLD_MS);
       release();
       release = undefined;
     }

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import net from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { execa, type ResultPromise } from 'execa';
 import { t } from '../i18n/index.js';
 import { ServerStartFailed } from './failure.js';
@@ -15,6 +16,23 @@ export interface ServerCommand {
 
 /** The server contract's command: `python3 server.py`. */
 export const DEFAULT_COMMAND: ServerCommand = { file: 'python3', args: ['server.py'] };
+
+/**
+ * For `python3 ...`, the interpreter's real path as seen from the workspace, so that a
+ * version-manager shim (pyenv's costs ~0.25 s a start) runs once per grading, not once
+ * per server start. Any other command, or a failure to ask (10 s at most), is returned
+ * unchanged. Never throws.
+ */
+export async function resolveInterpreter(command: ServerCommand, workspace: string): Promise<ServerCommand> {
+  if (!/^python3?$/.test(command.file)) return command;
+  try {
+    const { stdout } = await execa(command.file, ['-c', 'import sys; print(sys.executable)'], { cwd: workspace, timeout: 10_000 });
+    const exe = String(stdout).trim();
+    return exe && fs.existsSync(exe) ? { ...command, file: exe } : command;
+  } catch {
+    return command;
+  }
+}
 
 /** What one server instance under test needs. */
 export interface StartOptions {
@@ -129,26 +147,24 @@ export class ServerInstance {
    */
   async stop(): Promise<void> {
     killGroup(this.pid, 'SIGTERM');
-    const graceful = await Promise.race([
-      this.exited.then(() => true),
-      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS).unref()),
-    ]);
+    const graceful = await this.exitedWithin(STOP_GRACE_MS);
     // The leader may be gone while children it forked live on: the group gets SIGKILL either way.
     killGroup(this.pid, 'SIGKILL');
     if (!graceful) {
       // A process that left the group (setsid) can hold the output pipe open for ever:
       // wait a while, then stop reading it rather than hang.
-      const ended = await Promise.race([
-        this.exited.then(() => true),
-        new Promise<boolean>((resolve) => setTimeout(() => resolve(false), STOP_GRACE_MS).unref()),
-      ]);
-      if (!ended) {
+      if (!(await this.exitedWithin(STOP_GRACE_MS))) {
         this.escaped = killEscapees(this.port, this.dbPath) > 0;
         this.streams.forEach((stream) => stream?.destroy());
       }
     }
     running.delete(this);
     reservedPorts.delete(this.port);
+  }
+
+  /** Whether the process (and its output) ended within `ms` ms. */
+  private exitedWithin(ms: number): Promise<boolean> {
+    return Promise.race([this.exited.then(() => true), delay(ms, false, { ref: false })]);
   }
 
   /** Stops the group at once, synchronously: for process exit. */
@@ -158,12 +174,17 @@ export class ServerInstance {
   }
 }
 
-function killGroup(pid: number, signal: NodeJS.Signals): void {
-  if (pid <= 0) return;
+/**
+ * Sends `signal` to the process group led by `pid` (a server started detached).
+ * @returns false when there is no such group (it is gone); never throws
+ */
+export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
+  if (pid <= 0) return false;
   try {
     process.kill(-pid, signal);
+    return true;
   } catch {
-    // ESRCH: the group is already gone.
+    return false;
   }
 }
 
@@ -195,9 +216,6 @@ function killEscapees(port: number, dbPath: string): number {
   return killed;
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 function addressInUse(output: string): boolean {
   return /address already in use|EADDRINUSE|Errno 98/i.test(output);
@@ -265,7 +283,7 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
     if (health.status === 200) return;
     if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
     else if (!/refused/.test(health.error ?? '')) lastAnswer = health.error ?? lastAnswer;
-    await sleep(25);
+    await delay(25);
   }
   throw new ServerStartFailed(
     t('check.noHealth', { port: instance.port, seconds: timeoutMs / 1000, last: lastAnswer }),

@@ -4,9 +4,10 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import { execa } from 'execa';
 import { send } from '../grader/http.js';
-import { freePort, type ServerCommand } from '../grader/server.js';
+import { freePort, killGroup, type ServerCommand } from '../grader/server.js';
 import { readState, updateState } from './workspace.js';
 
 /** The port the lab sheet uses when none is chosen. */
@@ -19,9 +20,6 @@ const STOP_GRACE_MS = 2000;
 /** The log file of the learner's server, in the workspace. */
 export const SERVER_LOG = 's.log';
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 /**
  * Whether `pid` is a live process running the server command (its command line names the
@@ -120,21 +118,13 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
       });
       return movedFrom === undefined ? { kind: 'started', pid, port: chosen } : { kind: 'started', pid, port: chosen, movedFrom };
     }
-    await sleep(50);
+    await delay(50);
   }
   killGroup(pid, 'SIGKILL');
   const reason = exited ? 'the server exited during start-up' : `the server did not answer GET /health on port ${chosen} within ${READY_TIMEOUT_MS / 1000} s`;
   return { kind: 'failed', reason, log: logTail(workspace) };
 }
 
-function killGroup(pid: number, signal: NodeJS.Signals): boolean {
-  try {
-    process.kill(-pid, signal);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** What `stopLabServer` found. */
 export type StopOutcome = { kind: 'stopped'; pid: number } | { kind: 'dead'; pid: number } | { kind: 'none' };
@@ -156,7 +146,7 @@ export async function stopLabServer(workspace: string, command: ServerCommand): 
   }
   killGroup(pid, 'SIGTERM');
   const deadline = Date.now() + STOP_GRACE_MS;
-  while (Date.now() < deadline && isServerProcess(pid, command)) await sleep(25);
+  while (Date.now() < deadline && isServerProcess(pid, command)) await delay(25);
   killGroup(pid, 'SIGKILL');
   forget();
   return { kind: 'stopped', pid };

@@ -1,11 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { language, LANGUAGES, type Lang } from '../i18n/index.js';
+import { language, type Lang } from '../i18n/index.js';
 import { LAB_DIR } from './paths.js';
 import { readState } from './workspace.js';
-
-/** Languages the lab sheet exists in: lab/LAB.<lang>.md for each. */
-export const SHEET_LANGUAGES = LANGUAGES;
 
 /** The bundled lab sheet in a language. */
 export function bundledSheet(lang: Lang): string {

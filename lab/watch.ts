@@ -49,7 +49,7 @@ const NOISE = /(?:^|\/)(?:\.[^/]+|[^/]*\.(?:db|db-journal|db-wal|db-shm|log|swp|
  * @throws SetupError for a folder that is no workspace or an unknown step
  */
 export async function watchCommand(selector: string | undefined, options: WatchOptions): Promise<number> {
-  const { workspace, command } = prepareCheck([], options);
+  const { workspace, command } = await prepareCheck([], options);
   let current = selector ? selectSteps([selector])[0] : nextStepToDo(workspace);
   const c = colourFor(process.stdout);
   if (!current) {

@@ -7,8 +7,7 @@ import assert from 'node:assert/strict';
 import { DEFAULT_STEP_CONCURRENCY, grade } from '../grader/engine.js';
 import { SetupError } from '../grader/failure.js';
 import { parseGradingConfig, defaultGradingConfig, scoreResults, setupErrorReport } from '../grader/grading.js';
-import { resolveInterpreter } from '../grader/check-command.js';
-import { DEFAULT_COMMAND, runningServerCount } from '../grader/server.js';
+import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
 import { STEPS } from '../steps/index.js';
 import { serversUnder } from './support.js';
 import { misbehavingWorkspace, verdict } from './ci-support.js';
@@ -74,7 +73,7 @@ test('the run is an error when a step could not be graded or the server never st
 test('a server that crashes at start: every live step fails marked startFailed, the file steps still grade', async () => {
   const ws = misbehavingWorkspace('crash-at-start');
   try {
-    const results = await grade({ workspace: ws.dir, steps: STEPS, command: resolveInterpreter(DEFAULT_COMMAND, ws.dir), stopAfterStartFailure: true });
+    const results = await grade({ workspace: ws.dir, steps: STEPS, command: await resolveInterpreter(DEFAULT_COMMAND, ws.dir), stopAfterStartFailure: true });
     assert.deepEqual(results.map((r) => r.status), ['pass', 'fail', 'fail', 'fail', 'fail', 'fail', 'pass', 'pass']);
     for (const r of results.slice(1, 6)) {
       assert.equal(r.startFailed, true, `${r.id} is marked startFailed`);
@@ -94,7 +93,7 @@ test('a server that crashes at start: every live step fails marked startFailed, 
 test('without stopAfterStartFailure every live step tries to start the server itself', async () => {
   const ws = misbehavingWorkspace('crash-at-start');
   try {
-    const results = await grade({ workspace: ws.dir, steps: STEPS.filter((s) => ['02', '03'].includes(s.id)), command: resolveInterpreter(DEFAULT_COMMAND, ws.dir) });
+    const results = await grade({ workspace: ws.dir, steps: STEPS.filter((s) => ['02', '03'].includes(s.id)), command: await resolveInterpreter(DEFAULT_COMMAND, ws.dir) });
     assert.ok(results.every((r) => r.startFailed && r.details.every((d) => !/Not started again/.test(d))));
   } finally {
     ws.remove();
@@ -105,7 +104,7 @@ test('a server that answers /health but hangs on /pay: an abort stops it at once
   const ws = misbehavingWorkspace('pay-hangs');
   try {
     const started = performance.now();
-    const results = await grade({ workspace: ws.dir, steps: STEPS, command: resolveInterpreter(DEFAULT_COMMAND, ws.dir), signal: AbortSignal.timeout(1500) });
+    const results = await grade({ workspace: ws.dir, steps: STEPS, command: await resolveInterpreter(DEFAULT_COMMAND, ws.dir), signal: AbortSignal.timeout(1500) });
     const seconds = (performance.now() - started) / 1000;
     assert.ok(seconds < 5, `graded in ${seconds.toFixed(1)} s, well under the 8 s request time limit`);
     assert.deepEqual(results.map((r) => r.status), ['pass', 'error', 'error', 'error', 'error', 'error', 'pass', 'pass']);

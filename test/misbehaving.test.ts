@@ -8,8 +8,7 @@ import path from 'node:path';
 import { afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { grade } from '../grader/engine.js';
-import { resolveInterpreter } from '../grader/check-command.js';
-import { DEFAULT_COMMAND, runningServerCount } from '../grader/server.js';
+import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
 import { FIXTURES_DIR, serverSource } from '../fixtures/build.js';
 import { selectSteps } from '../steps/index.js';
 import type { StepResult } from '../grader/types.js';
@@ -26,7 +25,7 @@ async function gradeServer(source: string, stepId = '02'): Promise<{ result: Ste
   const tmp = tempDir('idem-lab-misbehaving-');
   try {
     fs.writeFileSync(path.join(tmp.dir, 'server.py'), source);
-    const [result] = await grade({ workspace: tmp.dir, steps: selectSteps([stepId]), command: resolveInterpreter(DEFAULT_COMMAND, tmp.dir) });
+    const [result] = await grade({ workspace: tmp.dir, steps: selectSteps([stepId]), command: await resolveInterpreter(DEFAULT_COMMAND, tmp.dir) });
     assert.deepEqual(serversUnder(tmp.dir), [], 'no process of the server is left running');
     return { result, dir: tmp.dir };
   } finally {

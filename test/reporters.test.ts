@@ -13,8 +13,7 @@ import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { marked, type Tokens } from 'marked';
 import { Parser } from 'tap-parser';
 import { grade } from '../grader/engine.js';
-import { resolveInterpreter } from '../grader/check-command.js';
-import { DEFAULT_COMMAND, runningServerCount } from '../grader/server.js';
+import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
 import { defaultGradingConfig, parseGradingConfig, scoreResults, setupErrorReport, type GradeReport } from '../grader/grading.js';
 import { formatJson } from '../grader/reporters/json.js';
 import { formatJunit } from '../grader/reporters/junit.js';
@@ -38,8 +37,8 @@ before(async () => {
   const s = fixtureWorkspace('starter');
   const f = misbehavingWorkspace('prints-commands');
   try {
-    starter = await grade({ workspace: s.dir, steps: STEPS, command: resolveInterpreter(DEFAULT_COMMAND, s.dir) });
-    forged = await grade({ workspace: f.dir, steps: STEPS, command: resolveInterpreter(DEFAULT_COMMAND, f.dir), stopAfterStartFailure: true });
+    starter = await grade({ workspace: s.dir, steps: STEPS, command: await resolveInterpreter(DEFAULT_COMMAND, s.dir) });
+    forged = await grade({ workspace: f.dir, steps: STEPS, command: await resolveInterpreter(DEFAULT_COMMAND, f.dir), stopAfterStartFailure: true });
   } finally {
     s.remove();
     f.remove();

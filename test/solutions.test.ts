@@ -6,8 +6,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { grade } from '../grader/engine.js';
-import { resolveInterpreter } from '../grader/check-command.js';
-import { DEFAULT_COMMAND, runningServerCount } from '../grader/server.js';
+import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
 import { racySteps, solutionNames } from '../fixtures/build.js';
 import { STEPS } from '../steps/index.js';
 import { fixtureWorkspace, serversUnder } from './support.js';
@@ -58,7 +57,7 @@ for (const [solution, row] of Object.entries(MATRIX)) {
   test(`${solution}: ${row.map((v, i) => `${STEPS[i].id}:${verdict(v)}`).join(' ')}`, async () => {
     const ws = fixtureWorkspace(solution);
     try {
-      const results = await grade({ workspace: ws.dir, steps: STEPS, command: resolveInterpreter(DEFAULT_COMMAND, ws.dir) });
+      const results = await grade({ workspace: ws.dir, steps: STEPS, command: await resolveInterpreter(DEFAULT_COMMAND, ws.dir) });
       assert.deepEqual(
         results.map((r, i) => (row[i].startsWith('~') && r.status !== 'error' ? 'pass|fail' : r.status)),
         row.map(verdict),

@@ -1,7 +1,6 @@
 import { Chalk, type ChalkInstance } from 'chalk';
-import { curlCommand, formatExchange, formatLedger } from '../wire.js';
+import { BODY_PREVIEW_CHARS, curlCommand, formatExchange, formatLedger } from '../wire.js';
 import { t } from '../../i18n/index.js';
-import { BODY_PREVIEW_CHARS } from '../wire.js';
 import type { StepResult } from '../types.js';
 import { formatPoints, type GradeReport } from '../grading.js';
 
