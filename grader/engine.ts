@@ -66,14 +66,19 @@ function ledgerInvolved(ctx: LiveContext, exchanges: Exchange[]): LedgerRow[] | 
 const MAX_EXCHANGES_SHOWN = 12;
 
 /**
- * The exchanges a check attached, with the earlier ones that sent the same idempotency
- * key, in the order they were sent: a failed replay is shown with the request it replays,
- * the losers of a race with its winner. Keyless exchanges stand alone.
+ * The exchanges a check attached, with what was sent from the first request with one of
+ * their idempotency keys up to the last of them, in the order sent: a failed replay is
+ * shown with the request it repeats and any payment made in between, the losers of a
+ * race with its winner. At most MAX_EXCHANGES_SHOWN: then the first two and the attached.
  */
 function withTheirHistory(shown: Exchange[], ctx: LiveContext | undefined): Exchange[] {
   if (!ctx) return shown;
   const keys = new Set(shown.map((e) => e.key).filter((k): k is string => k !== undefined && k !== ''));
-  const story = ctx.exchanges.filter((e) => shown.includes(e) || (e.key !== undefined && keys.has(e.key)));
+  const all = ctx.exchanges;
+  const first = all.findIndex((e) => shown.includes(e) || (e.key !== undefined && keys.has(e.key)));
+  const last = Math.max(...shown.map((e) => all.indexOf(e)));
+  if (first < 0 || last < first) return shown;
+  const story = all.slice(first, last + 1);
   return story.length > MAX_EXCHANGES_SHOWN ? [...story.slice(0, 2), ...shown.filter((e) => !story.slice(0, 2).includes(e))].slice(0, MAX_EXCHANGES_SHOWN) : story;
 }
 
