@@ -5,24 +5,35 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { CheckFailed } from './failure.js';
 import { readLedger } from './ledger.js';
-import { send, sendSimultaneously, type PayRequest } from './http.js';
+import { send, sendSimultaneously, type PayRequest, type Timeouts } from './http.js';
+import { TestData, type Seed } from './seed.js';
+import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import type { Exchange, LedgerRow } from './types.js';
 
-/** One line of the payment provider's statement: a call of charge(). */
-export interface Charge {
-  user: string;
-  amount: number;
-  /** ISO-8601 UTC time of the charge. */
-  at: string;
-  /** The server process that charged. */
-  pid?: number;
+export type { Charge } from './statement.js';
+
+/** How one more server instance of a check is started. */
+export interface InstanceOptions {
+  /**
+   * Run it from a copy of the workspace of its own, as a second pod would: it shares only
+   * IDEM_DB (and the provider) with the others. Default: the check's first copy.
+   */
+  ownCopy?: boolean;
+  /** IDEM_CHARGE_MS for this instance, in ms: a slow provider. Default: the run's. */
+  chargeMs?: number;
+  /** IDEM_DB_MS for this instance, in ms: a slow database round trip. Default 0. */
+  dbMs?: number;
 }
 
+/** What the grader leaves out of a server's copy of the workspace: the learner's own runtime files. */
+const NOT_COPIED = /^(lab\.db(-wal|-shm|-journal)?|provider\.log|s\.log|\.idem-lab|\.git|node_modules|__pycache__)$/;
+
 /**
- * What a live check works with: server instances on free ports sharing one fresh sqlite
- * file in a temporary folder (never the learner's lab.db), an HTTP client that keeps
- * every exchange for the transcript, and the ledger read from that file.
+ * What a live check works with: server instances on free ports, each running from a copy
+ * of the learner's workspace in a temporary folder and sharing one fresh sqlite file there
+ * (never the learner's lab.db), an HTTP client that keeps every exchange for the
+ * transcript, the ledger read from that file, and seeded test data (keys, users, amounts).
  */
 export class LiveContext {
   /** The learner's workspace, the servers' working directory. */
@@ -39,15 +50,55 @@ export class LiveContext {
   /** Labels handed out so far; counted at the call, so instances started together get distinct ones. */
   private labelsGiven = 0;
   private readonly command: ServerCommand | undefined;
-  private readonly stepId: string;
+  private readonly tmpDir: string;
+  private copies = 0;
+  /** Where the copies go: the first is known from the start, since it holds the database. */
+  private readonly copyPaths: string[] = [];
   private stoppedFor: string | undefined;
+  /** This check's keys, users and amounts, from the run's seed. */
+  readonly data: TestData;
 
-  constructor(workspace: string, tmpDir: string, stepId: string, command?: ServerCommand) {
+  /**
+   * @param workspace the learner's workspace (absolute); @param tmpDir an empty temporary
+   *   folder of this check's, removed by the caller; @param stepId the step, which scopes
+   *   the seeded data; @param seed the run's seed
+   */
+  constructor(workspace: string, tmpDir: string, stepId: string, command: ServerCommand | undefined, seed: Seed) {
     this.workspace = workspace;
-    this.dbPath = path.join(tmpDir, 'lab.db');
-    this.providerLog = path.join(tmpDir, 'provider.log');
-    this.stepId = stepId;
+    this.tmpDir = tmpDir;
+    const first = this.copyPath();
+    this.dbPath = path.join(first, 'lab.db');
+    this.providerLog = path.join(first, 'provider.log');
     this.command = command;
+    this.data = new TestData(seed, stepId);
+  }
+
+  /**
+   * A folder for one more copy: `TMP/<random>/<the workspace's own name>`, so that the
+   * server's working folder looks like a learner's, not like a grader's.
+   */
+  private copyPath(): string {
+    const dest = path.join(this.tmpDir, crypto.randomBytes(4).toString('hex'), path.basename(this.workspace));
+    this.copyPaths.push(dest);
+    return dest;
+  }
+
+  /**
+   * A new copy of the learner's workspace for a server to run from: every file but the
+   * learner's runtime files (NOT_COPIED); a node_modules folder is linked, not copied.
+   * @returns its absolute path
+   */
+  private copyWorkspace(): string {
+    const dest = this.copyPaths[this.copies++] ?? this.copyPath();
+    fs.mkdirSync(dest, { recursive: true });
+    for (const entry of fs.readdirSync(this.workspace)) {
+      const from = path.join(this.workspace, entry);
+      // A temporary folder inside the workspace (this check's own, maybe) is not copied into itself.
+      if (this.tmpDir === from || this.tmpDir.startsWith(from + path.sep)) continue;
+      if (entry === 'node_modules') fs.symlinkSync(from, path.join(dest, entry));
+      else if (!NOT_COPIED.test(entry)) fs.cpSync(from, path.join(dest, entry), { recursive: true, verbatimSymlinks: true });
+    }
+    return dest;
   }
 
   /**
@@ -55,10 +106,20 @@ export class LiveContext {
    * Instances are labelled A, B, C ... in start order.
    * @throws CheckFailed when it does not start (with its output)
    */
-  async startServer(): Promise<ServerInstance> {
+  async startServer(options: InstanceOptions = {}): Promise<ServerInstance> {
     if (this.stoppedFor !== undefined) throw new Error(`grading was stopped: ${this.stoppedFor}`);
     const label = String.fromCharCode(65 + this.labelsGiven++);
-    const instance = await startServer({ workspace: this.workspace, dbPath: this.dbPath, providerLog: this.providerLog, label, command: this.command });
+    if (this.copies === 0) this.copyWorkspace();
+    const cwd = options.ownCopy ? this.copyWorkspace() : path.dirname(this.dbPath);
+    const instance = await startServer({
+      workspace: cwd,
+      dbPath: this.dbPath,
+      providerLog: this.providerLog,
+      label,
+      command: this.command,
+      chargeMs: options.chargeMs,
+      dbMs: options.dbMs,
+    });
     this.servers.push(instance);
     if (this.stoppedFor !== undefined) {
       await instance.stop();
@@ -106,9 +167,9 @@ export class LiveContext {
       .join('\n');
   }
 
-  /** A key no earlier request of this run used: `02-replay-3f9a1c`. */
-  freshKey(name: string): string {
-    return `${this.stepId}-${name}-${crypto.randomBytes(3).toString('hex')}`;
+  /** A key no earlier request of this check used, from the seed: a UUID. */
+  freshKey(): string {
+    return this.data.key();
   }
 
   /** Sends one POST /pay and records the exchange; never throws (see Exchange.error). */
@@ -122,8 +183,8 @@ export class LiveContext {
    * Sends all requests at once (connections opened first), request i to servers[i % n],
    * and records the exchanges in request order.
    */
-  async paySimultaneously(servers: ServerInstance[], requests: PayRequest[]): Promise<Exchange[]> {
-    const exchanges = await sendSimultaneously(servers, requests);
+  async paySimultaneously(servers: ServerInstance[], requests: PayRequest[], timeouts?: Timeouts): Promise<Exchange[]> {
+    const exchanges = await sendSimultaneously(servers, requests, timeouts);
     this.exchanges.push(...exchanges);
     return exchanges;
   }
@@ -134,17 +195,7 @@ export class LiveContext {
    * the lab's server.py). Lines that are not JSON are passed over.
    */
   charges(): Charge[] | undefined {
-    if (!fs.existsSync(this.providerLog)) return undefined;
-    const charges: Charge[] = [];
-    for (const line of fs.readFileSync(this.providerLog, 'utf8').split('\n')) {
-      try {
-        const charge = JSON.parse(line) as Charge;
-        if (typeof charge.user === 'string') charges.push(charge);
-      } catch {
-        // a partial or foreign line
-      }
-    }
-    return charges;
+    return readStatement(this.providerLog);
   }
 
   /**

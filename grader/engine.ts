@@ -4,6 +4,8 @@ import { t } from '../i18n/index.js';
 import path from 'node:path';
 import { LiveContext } from './context.js';
 import { atExit } from './cleanup.js';
+import { auditPayments } from './audit.js';
+import { randomSeed, type Seed } from './seed.js';
 import { CheckFailed, ServerStartFailed } from './failure.js';
 import type { ServerCommand } from './server.js';
 import type { Exchange, LedgerRow, StepResult } from './types.js';
@@ -36,6 +38,11 @@ export interface GradeOptions {
    * File-only steps are still graded: they cannot hang.
    */
   signal?: AbortSignal;
+  /**
+   * The seed of the keys, users and amounts the live checks send (see seed.ts); a new
+   * random one when absent. Every verdict carries it, so a run can be replayed exactly.
+   */
+  seed?: Seed;
 }
 
 /** How many of a failing check's exchanges to show when the check did not pick them. */
@@ -118,9 +125,10 @@ function markStopped(result: StepResult, signal: AbortSignal): void {
   delete result.startFailed;
 }
 
-async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult> {
+async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Promise<StepResult> {
   const started = performance.now();
   const result = baseResult(step);
+  if (step.live) result.seed = options.seed;
   const said: string[] = [];
   let ctx: LiveContext | undefined;
   let tmpDir: string | undefined;
@@ -141,11 +149,16 @@ async function gradeStep(step: Step, options: GradeOptions): Promise<StepResult>
       throw new Error(abortReason(signal));
     }
     if (step.live) {
-      tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), `idem-lab-${step.id}-`));
+      // A neutral name: nothing in the server's paths tells a grader's run from the learner's.
+      tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lab-'));
       const dir = tmpDir;
       forgetTmpDir = atExit(() => fs.rmSync(dir, { recursive: true, force: true }));
-      ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command);
+      ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command, options.seed);
       said.push(await step.live(ctx));
+      // Every live check ends with the money and the whole ledger against every request it
+      // sent, once the servers are stopped (so no charge is still on its way).
+      await ctx.stopAll();
+      auditPayments(ctx);
       result.exchanges = ctx.exchanges;
     }
     if (step.file) {
@@ -208,7 +221,8 @@ function notTriedAgain(step: Step, earlier: StepResult): StepResult {
  * Never throws for a learner's mistake: a broken server or a missing file is a failed
  * step. Every server is stopped before return.
  */
-export async function grade(options: GradeOptions): Promise<StepResult[]> {
+export async function grade(given: GradeOptions): Promise<StepResult[]> {
+  const options = { ...given, seed: given.seed ?? randomSeed() };
   const concurrency = Math.max(1, options.concurrency ?? DEFAULT_STEP_CONCURRENCY);
   const pending = options.steps.map(() => {
     let resolve!: (result: StepResult) => void;

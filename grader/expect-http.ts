@@ -56,11 +56,12 @@ export function differences(a: Record<string, unknown>, b: Record<string, unknow
  * @throws CheckFailed listing the fields that differ
  */
 export function expectReplay(first: Exchange, retry: Exchange, why: string): void {
+  // The reason follows what happened: a 409 is a key stuck in flight, not a charge made twice.
   expectStatus(
     retry,
     first.status ?? 201,
     t('check.replayStatus', { first: String(first.status), got: String(retry.status) }),
-    why,
+    retry.status === 409 ? t('check.stuckInFlight.why') : why,
   );
   const a = paymentOf(first);
   const b = paymentOf(retry);
@@ -91,13 +92,28 @@ export function expectRows(ctx: LiveContext, key: string, count: number, exchang
 
 /**
  * Requires the payment provider to have been asked to charge `payment.user` (and, when
- * given, `payment.amount`) exactly `count` times, as its statement shows. Passes silently when the servers keep no statement.
+ * given, `payment.amount`) exactly `count` times, as its statement shows (the server
+ * contract's IDEM_PROVIDER_LOG). A server that keeps no statement fails when `count` > 0:
+ * without it no charge can be proved.
  * @throws CheckFailed with the charges found
  */
 export function expectCharges(ctx: LiveContext, payment: { user: string; amount?: number }, count: number, exchanges: Exchange[], why: string): void {
   const charges = ctx.charges();
-  if (charges === undefined) return;
+  if (charges === undefined) {
+    if (count === 0) return;
+    throw new CheckFailed(t('check.audit.noStatement', { log: ctx.providerLog, count }), t('check.audit.noStatement.why'), { exchanges });
+  }
   const mine = charges.filter((c) => c.user === payment.user && (payment.amount === undefined || c.amount === payment.amount));
+  if (mine.length > 0 && count === 0) {
+    // Money moved for a request that was refused: say so, naming the refusal.
+    const refused = [...exchanges].reverse().find((e) => e.status !== 201) ?? exchanges[exchanges.length - 1];
+    const what = t('check.charges.userAmount', { user: JSON.stringify(payment.user), amount: payment.amount ?? mine[0].amount });
+    throw new CheckFailed(
+      t('check.audit.refusedCharged', { what, n: mine.length, request: describeRequest(refused), status: String(refused.status ?? t('check.audit.noAnswer')) }),
+      why,
+      { exchanges, details: mine.map((c) => t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '')) },
+    );
+  }
   if (mine.length !== count) {
     const what =
       payment.amount === undefined ? t('check.charges.user', { user: JSON.stringify(payment.user) }) : t('check.charges.userAmount', { user: JSON.stringify(payment.user), amount: payment.amount });

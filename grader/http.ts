@@ -91,7 +91,8 @@ async function sendOn(
   try {
     const res = await client.request({ method, path, headers, body: method === 'POST' ? requestBody : undefined });
     exchange.status = res.statusCode;
-    const replayed = res.headers['idempotency-replayed'];
+    // Idempotent-Replayed is Stripe's name for the same header.
+    const replayed = res.headers['idempotency-replayed'] ?? res.headers['idempotent-replayed'];
     if (replayed !== undefined) exchange.replayed = Array.isArray(replayed) ? replayed.join(', ') : replayed;
     exchange.responseBody = await res.body.text();
   } catch (err) {

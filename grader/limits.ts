@@ -22,8 +22,23 @@ function fromEnv(name: string, fallback: number): number {
  * @throws Error when a variable is set to something other than a positive whole number
  */
 export function limits(): Limits {
+  chargeMs();
   return {
     startMs: fromEnv('IDEM_LAB_START_TIMEOUT_MS', 10_000),
     requestMs: fromEnv('IDEM_LAB_REQUEST_TIMEOUT_MS', 8_000),
   };
+}
+
+/**
+ * The simulated payment-provider latency the servers get (IDEM_CHARGE_MS), in ms: the
+ * caller's IDEM_CHARGE_MS when set, else the server contract's default of 50. Honoured for
+ * every server of the run; only a round that asks for a slow provider sets more.
+ * @throws Error when IDEM_CHARGE_MS is set to something other than a whole number from 0 to 60000
+ */
+export function chargeMs(): number {
+  const raw = process.env.IDEM_CHARGE_MS;
+  if (raw === undefined || raw === '') return 50;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw.trim()) || value > 60_000) throw new Error(`IDEM_CHARGE_MS must be a whole number of milliseconds from 0 to 60000, not "${raw}"`);
+  return value;
 }

@@ -1,11 +1,12 @@
 import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { execa, type ResultPromise } from 'execa';
 import { t } from '../i18n/index.js';
 import { ServerStartFailed } from './failure.js';
 import { send } from './http.js';
-import { limits } from './limits.js';
+import { chargeMs, limits } from './limits.js';
 import { atExit } from './cleanup.js';
 
 /** How a server is started: an executable and its arguments, run in the workspace. */
@@ -46,8 +47,13 @@ export interface StartOptions {
   command?: ServerCommand;
   /** IDEM_PROVIDER_LOG: where charge() writes the payment provider's statement, if the server keeps one. */
   providerLog?: string;
-  /** IDEM_CHARGE_MS, in ms (default 50). */
+  /** IDEM_CHARGE_MS, in ms (default: chargeMs(), the caller's IDEM_CHARGE_MS or 50). */
   chargeMs?: number;
+  /**
+   * IDEM_DB_MS, in ms (default 0): the simulated database round trip that the lab's db()
+   * adds after each statement outside a transaction (server contract, optional).
+   */
+  dbMs?: number;
   /** How long to wait for GET /health to answer 200, in ms (default: limits().startMs). */
   readyTimeoutMs?: number;
 }
@@ -243,18 +249,29 @@ export async function startServer(options: StartOptions): Promise<ServerInstance
   }
 }
 
+/**
+ * The server contract's variables for one server: PORT, IDEM_DB, IDEM_CHARGE_MS,
+ * IDEM_DB_MS, IDEM_PROVIDER_LOG, and Python's unbuffered output. The grader and the
+ * learner's own `idem-lab start` give a server exactly these, so that nothing in its
+ * environment tells a graded run from the learner's (only the values differ).
+ */
+export function contractEnv(options: { port: number; dbPath: string; providerLog: string; chargeMs?: number; dbMs?: number }): Record<string, string> {
+  return {
+    PORT: String(options.port),
+    IDEM_DB: options.dbPath,
+    IDEM_CHARGE_MS: String(options.chargeMs ?? chargeMs()),
+    IDEM_DB_MS: String(options.dbMs ?? 0),
+    IDEM_PROVIDER_LOG: options.providerLog,
+    PYTHONUNBUFFERED: '1',
+    PYTHONDONTWRITEBYTECODE: '1',
+  };
+}
+
 function spawnServer(options: StartOptions, port: number): ServerInstance {
   const command = options.command ?? DEFAULT_COMMAND;
   const subprocess = execa(command.file, command.args, {
     cwd: options.workspace,
-    env: {
-      PORT: String(port),
-      IDEM_DB: options.dbPath,
-      IDEM_CHARGE_MS: String(options.chargeMs ?? 50),
-      ...(options.providerLog ? { IDEM_PROVIDER_LOG: options.providerLog } : {}),
-      PYTHONUNBUFFERED: '1',
-      PYTHONDONTWRITEBYTECODE: '1',
-    },
+    env: contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
     detached: true,
     stdin: 'ignore',
     all: true,

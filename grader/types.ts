@@ -72,6 +72,8 @@ export interface StepResult {
    * run as a whole is reported as an error rather than as a failed step.
    */
   startFailed?: boolean;
+  /** The seed of the test data a live step sent (see grader/seed.ts): `--seed N` sends the same again. */
+  seed?: number;
   /** Wall time of the step in ms. */
   ms: number;
 }

@@ -1,0 +1,163 @@
+/**
+ * The audit every live check ends with: the money and the ledger against every request
+ * the check sent, not only the payment it was about. What was paid is derived from the
+ * exchanges themselves: each distinct (idempotency key, body) answered 201 is one payment,
+ * and so is each keyless request answered 201; every other request (400, 409, 422, a 5xx,
+ * no answer) paid nothing. Then:
+ * - the provider's statement must show exactly one charge per payment, for its user and
+ *   amount: a refused request that reached charge() is named, and a server that keeps no
+ *   statement, or wrote no line for a payment, fails (the server contract's
+ *   IDEM_PROVIDER_LOG);
+ * - the whole ledger must hold exactly one row per payment, under its key, user and
+ *   amount: a row nobody paid for (a replay that inserts a keyless row) fails.
+ */
+import { t } from '../i18n/index.js';
+import { CheckFailed } from './failure.js';
+import { describeRequest } from './expect-http.js';
+import type { Charge, LiveContext } from './context.js';
+import type { Exchange, LedgerRow } from './types.js';
+
+/** A payment body as the grader sent it. */
+interface Body {
+  user: string;
+  amount: number;
+}
+
+/** The body a POST /pay sent, when it was a payment request. */
+function bodyOf(exchange: Exchange): Body | undefined {
+  if (exchange.method !== 'POST') return undefined;
+  try {
+    const body = JSON.parse(exchange.requestBody) as Partial<Body>;
+    return typeof body.user === 'string' && typeof body.amount === 'number' ? { user: body.user, amount: body.amount } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const bodyId = (b: Body) => `${b.user}\0${b.amount}`;
+
+/** One payment the grader made: the first 201 of its (key, body), and every request of it. */
+export interface Payment {
+  key: string | undefined;
+  body: Body;
+  first: Exchange;
+  requests: Exchange[];
+}
+
+/**
+ * The payments the exchanges made, in the order of their first 201, and the requests that
+ * made none, grouped by body.
+ */
+export function paymentsOf(exchanges: Exchange[]): { payments: Payment[]; refused: Map<string, Exchange[]> } {
+  const byKey = new Map<string, Payment>();
+  const payments: Payment[] = [];
+  const refused = new Map<string, Exchange[]>();
+  for (const exchange of exchanges) {
+    const body = bodyOf(exchange);
+    if (!body) continue;
+    const id = `${exchange.key ?? '\u0001none'}\0${bodyId(body)}`;
+    const known = byKey.get(id);
+    if (known && exchange.key !== undefined && exchange.key !== '') {
+      known.requests.push(exchange);
+      continue;
+    }
+    if (exchange.status === 201) {
+      const payment: Payment = { key: exchange.key, body, first: exchange, requests: [exchange] };
+      payments.push(payment);
+      if (exchange.key !== undefined && exchange.key !== '') byKey.set(id, payment);
+    } else {
+      refused.set(bodyId(body), [...(refused.get(bodyId(body)) ?? []), exchange]);
+    }
+  }
+  return { payments, refused };
+}
+
+function chargeLine(c: Charge): string {
+  return t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '');
+}
+
+function rowMatches(row: LedgerRow, p: Payment): boolean {
+  return row.user === p.body.user && row.amount === p.body.amount && row.idempotency_key === (p.key ?? null);
+}
+
+/**
+ * Checks the statement and the whole ledger against every request of the check.
+ * @throws CheckFailed naming the first request whose money or row is wrong
+ */
+export function auditPayments(ctx: LiveContext): void {
+  const { payments, refused } = paymentsOf(ctx.exchanges);
+  auditStatement(ctx, payments, refused);
+  auditLedger(ctx, payments);
+}
+
+function auditStatement(ctx: LiveContext, payments: Payment[], refused: Map<string, Exchange[]>): void {
+  const charges = ctx.charges();
+  if (charges === undefined) {
+    if (payments.length === 0) return;
+    throw new CheckFailed(t('check.audit.noStatement', { log: ctx.providerLog, count: payments.length }), t('check.audit.noStatement.why'), {
+      exchanges: [payments[0].first],
+    });
+  }
+  const expected = new Map<string, Payment[]>();
+  for (const p of payments) expected.set(bodyId(p.body), [...(expected.get(bodyId(p.body)) ?? []), p]);
+  const charged = new Map<string, Charge[]>();
+  for (const c of charges) charged.set(`${c.user}\0${c.amount}`, [...(charged.get(`${c.user}\0${c.amount}`) ?? []), c]);
+  const ids = [...new Set([...expected.keys(), ...charged.keys()])];
+  for (const id of ids) {
+    const paid = expected.get(id) ?? [];
+    const got = charged.get(id) ?? [];
+    if (got.length === paid.length) continue;
+    const [user, amount] = [got[0]?.user ?? paid[0]?.body.user, got[0]?.amount ?? paid[0]?.body.amount];
+    const what = t('check.charges.userAmount', { user: JSON.stringify(user), amount: amount as number });
+    const details = got.map(chargeLine);
+    const noRefusals = refused.get(id) ?? [];
+    if (got.length > paid.length && paid.length === 0 && noRefusals.length > 0) {
+      throw new CheckFailed(
+        t('check.audit.refusedCharged', { what, n: got.length, request: describeRequest(noRefusals[0]), status: String(noRefusals[0].status ?? t('check.audit.noAnswer')) }),
+        t('check.audit.refusedCharged.why'),
+        { exchanges: noRefusals, details },
+      );
+    }
+    if (got.length > paid.length && paid.length === 0) {
+      throw new CheckFailed(t('check.audit.unrequested', { what, n: got.length }), t('check.audit.unrequested.why'), { details });
+    }
+    if (got.length > paid.length) {
+      const requests = paid.flatMap((p) => p.requests);
+      throw new CheckFailed(
+        t('check.audit.extraCharges', { what, n: got.length, payments: paid.length, requests: requests.length + noRefusals.length }),
+        t('check.audit.extraCharges.why'),
+        { exchanges: [...requests, ...noRefusals], details },
+      );
+    }
+    const missing = paid[got.length];
+    throw new CheckFailed(
+      t(charges.length === 0 ? 'check.audit.emptyStatement' : 'check.audit.missingCharge', { what, n: got.length, payments: paid.length, log: ctx.providerLog }),
+      t('check.audit.missingCharge.why'),
+      { exchanges: [missing.first], details },
+    );
+  }
+}
+
+function auditLedger(ctx: LiveContext, payments: Payment[]): void {
+  const rows = ctx.ledger();
+  const unmatched = [...rows];
+  for (const p of payments) {
+    const i = unmatched.findIndex((row) => rowMatches(row, p));
+    if (i < 0) {
+      throw new CheckFailed(
+        t('check.audit.noRow', { request: describeRequest(p.first), user: JSON.stringify(p.body.user), amount: p.body.amount }),
+        t('check.audit.noRow.why'),
+        { exchanges: [p.first], ledger: rows },
+      );
+    }
+    unmatched.splice(i, 1);
+  }
+  if (unmatched.length > 0) {
+    const row = unmatched[0];
+    throw new CheckFailed(
+      t('check.audit.extraRow', { count: rows.length, payments: payments.length, id: row.payment_id, key: row.idempotency_key === null ? t('check.audit.noKeyColumn') : JSON.stringify(row.idempotency_key) }),
+      t('check.audit.extraRow.why'),
+      { ledger: rows, exchanges: ctx.exchanges.filter((e) => e.key !== undefined && e.key === row.idempotency_key).slice(0, 6) },
+    );
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * Seeded test data: the idempotency keys, users and amounts a live check sends. They vary
+ * from run to run, so a server cannot recognise the grader by a fixed key or user, and
+ * they are reproducible: the same seed and step send the same data again (CodeCrafters'
+ * testers print their seed for the same reason).
+ */
+import crypto from 'node:crypto';
+
+/** A run's seed: a whole number from 0 to 2^32 - 1. */
+export type Seed = number;
+
+/** A new random seed. */
+export function randomSeed(): Seed {
+  return crypto.randomBytes(4).readUInt32BE(0);
+}
+
+/**
+ * Reads a seed given on the command line or in IDEM_LAB_SEED.
+ * @throws Error when the text is not a whole number from 0 to 4294967295
+ */
+export function parseSeed(text: string): Seed {
+  const value = Number(text);
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value > 0xffffffff) {
+    throw new Error(`a seed is a whole number from 0 to 4294967295, not "${text}"`);
+  }
+  return value;
+}
+
+/** Given names for users, so users look like a real shop's customers. */
+const NAMES = ['mina', 'jun', 'li', 'wei', 'ana', 'omar', 'sora', 'yuna', 'lena', 'tomas', 'priya', 'kofi', 'haru', 'noa', 'ivan', 'zoe'];
+
+/**
+ * One step's stream of data from a seed: deterministic for (seed, scope), every value
+ * distinct from the others the stream gave.
+ */
+export class TestData {
+  private counter = 0;
+
+  /** @param seed the run's seed; @param scope what separates streams of one run, e.g. the step id */
+  constructor(
+    readonly seed: Seed,
+    private readonly scope: string,
+  ) {}
+
+  /** 32 bytes, the next of the stream. */
+  private next(): Buffer {
+    return crypto.createHash('sha256').update(`${this.seed}\0${this.scope}\0${this.counter++}`).digest();
+  }
+
+  /** An idempotency key as a client would make one: a UUID (version 4 form), e.g. `3f0c9a2e-…`. */
+  key(): string {
+    const b = this.next();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const hex = b.subarray(0, 16).toString('hex');
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+  }
+
+  /** A user id such as `mina_48213`, distinct from every other this stream gave. */
+  user(): string {
+    const b = this.next();
+    return `${NAMES[b[0] % NAMES.length]}_${(b.readUInt32BE(1) % 90000) + 10000}`;
+  }
+
+  /** An amount in minor units, from 100 to 99,999. */
+  amount(): number {
+    return (this.next().readUInt32BE(0) % 99900) + 100;
+  }
+
+  /** A payment body no other request of the stream used: a fresh user and amount. */
+  payment(): { user: string; amount: number } {
+    return { user: this.user(), amount: this.amount() };
+  }
+
+  /** A word of `length` lowercase letters and digits, for building keys of a given shape. */
+  word(length: number): string {
+    let out = '';
+    while (out.length < length) out += this.next().toString('base64url').replace(/[^a-z0-9]/g, '');
+    return out.slice(0, length);
+  }
+}
