@@ -2,8 +2,9 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed } from './failure.js';
 import { t } from '../i18n/index.js';
-import { DEFAULT_PAYMENT, responseJson } from './http.js';
+import { checkTimeouts, responseJson, type PayRequest } from './http.js';
 import { expectCharges, expectRows } from './expect-http.js';
+import { rowsForKey } from './ledger.js';
 import type { LiveContext } from './context.js';
 import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
@@ -18,42 +19,71 @@ export const LOCK_HOLD_MS = 250;
 export interface RaceOptions {
   /**
    * Hold the database's write lock for LOCK_HOLD_MS while the requests arrive, so every
-   * look-up happens before any claim: a check-then-insert, however narrow its window,
-   * charges more than once every time instead of now and then.
+   * look-up that comes before the server's first write happens before any claim: a
+   * check-then-insert whose look-up is its first statement charges more than once every
+   * time instead of now and then.
    */
   lockDatabase?: boolean;
+  /** What the round is called in its verdicts; default `Round N`. */
+  name?: string;
+  /** Time limits of its requests; default checkTimeouts(). */
+  timeouts?: { connectMs: number; answerMs: number };
+}
+
+/** `split over servers B and C` or `on one server`. */
+export function where(servers: ServerInstance[]): string {
+  return servers.length > 1 ? t('check.race.splitOver', { servers: servers.map((s) => s.label).join(t('check.race.and')) }) : t('check.race.oneServer');
 }
 
 /**
- * One race round: RACE_SIZE requests with one fresh key (and a user of their own), sent all
- * at once, spread over `servers` in turn. Passes when the ledger holds one row for the key,
- * charge() ran once for the user, every answer is the same 201 or a 409 for a request
- * still in flight, and at least one is a 201.
- * @returns the key used
+ * One race round: RACE_SIZE requests with one fresh key and a payment of their own, sent
+ * all at once, spread over `servers` in turn, together with `extra` requests (sent in the
+ * same instant, judged by the caller). Passes when the ledger holds one row for the key,
+ * charge() ran once for its payment, every answer is the same 201 or a 409 for a request
+ * still in flight, and at least one is a 201. A round that charged more than once says so
+ * before anything else: that is the bug.
+ * @returns the key used and the extra requests' exchanges, in order
  * @throws CheckFailed naming the first broken rule, with the round's exchanges
  */
-export async function raceRound(ctx: LiveContext, servers: ServerInstance[], round: number, options: RaceOptions = {}): Promise<string> {
-  const key = ctx.freshKey(`race${round}`);
-  const user = `racer-${key}`;
-  const requests = Array.from({ length: RACE_SIZE }, () => ({ key, body: { user, amount: DEFAULT_PAYMENT.amount } }));
+export async function raceRound(
+  ctx: LiveContext,
+  servers: ServerInstance[],
+  round: number | string,
+  options: RaceOptions = {},
+  extra: PayRequest[] = [],
+): Promise<{ key: string; extra: Exchange[] }> {
+  const key = ctx.freshKey();
+  const body = ctx.data.payment();
+  const name = options.name ?? t('check.race.round', { round });
+  const requests = [...Array.from({ length: RACE_SIZE }, () => ({ key, body })), ...extra];
   let release = options.lockDatabase ? ctx.holdWriteLock() : undefined;
-  let exchanges: Exchange[];
+  let all: Exchange[];
   try {
-    const answers = ctx.paySimultaneously(servers, requests);
+    const answers = ctx.paySimultaneously(servers, requests, options.timeouts ?? checkTimeouts());
     if (release) {
       await delay(LOCK_HOLD_MS);
       release();
       release = undefined;
     }
-    exchanges = await answers;
+    all = await answers;
   } finally {
     release?.();
   }
-  const where = servers.length > 1 ? t('check.race.splitOver', { servers: servers.map((s) => s.label).join(t('check.race.and')) }) : t('check.race.oneServer');
+  const exchanges = all.slice(0, RACE_SIZE);
+  const at = where(servers);
+  const rows = rowsForKey(ctx.ledger(), key);
+  const charges = (ctx.charges() ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
+  if (rows.length > 1 || charges.length > 1) {
+    throw new CheckFailed(
+      t('check.race.doubled', { name, charges: charges.length, rows: rows.length, size: RACE_SIZE, where: at }),
+      t('check.race.rows.why', { size: RACE_SIZE }),
+      { exchanges, ledger: rows, details: charges.map((c) => t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '')) },
+    );
+  }
   const unanswered = exchanges.filter((e) => e.error !== undefined);
   if (unanswered.length > 0) {
     throw new CheckFailed(
-      t('check.race.unanswered', { round, count: unanswered.length, size: RACE_SIZE, where, error: String(unanswered[0].error) }),
+      t('check.race.unanswered', { name, count: unanswered.length, size: RACE_SIZE, where: at, error: String(unanswered[0].error) }),
       t('check.race.unanswered.why'),
       { exchanges: unanswered },
     );
@@ -61,30 +91,24 @@ export async function raceRound(ctx: LiveContext, servers: ServerInstance[], rou
   const broken = exchanges.filter((e) => e.status !== 201 && e.status !== 409);
   if (broken.length > 0) {
     throw new CheckFailed(
-      t('check.race.broken', { round, size: RACE_SIZE, where, count: broken.length, status: String(broken[0].status) }),
+      t('check.race.broken', { name, size: RACE_SIZE, where: at, count: broken.length, status: String(broken[0].status), ms: broken[0].ms }),
       t('check.race.broken.why'),
       { exchanges: broken },
     );
   }
   const successes = exchanges.filter((e) => e.status === 201);
   if (successes.length === 0) {
-    throw new CheckFailed(
-      t('check.race.noSuccess', { round, size: RACE_SIZE, where }),
-      t('check.race.noSuccess.why'),
-      { exchanges },
-    );
+    throw new CheckFailed(t('check.race.noSuccess', { name, size: RACE_SIZE, where: at }), t('check.race.noSuccess.why'), { exchanges });
   }
   const firstBody = responseJson(successes[0]);
   const different = successes.filter((e) => !isDeepStrictEqual(responseJson(e), firstBody));
   if (different.length > 0) {
-    throw new CheckFailed(
-      t('check.race.different', { round, count: successes.length, where }),
-      t('check.race.different.why'),
-      { exchanges: [successes[0], ...different] },
-    );
+    throw new CheckFailed(t('check.race.different', { name, count: successes.length, where: at }), t('check.race.different.why'), {
+      exchanges: [successes[0], ...different],
+    });
   }
   const why = t('check.race.rows.why', { size: RACE_SIZE });
   expectRows(ctx, key, 1, exchanges, why);
-  expectCharges(ctx, { user }, 1, exchanges, why);
-  return key;
+  expectCharges(ctx, body, 1, exchanges, why);
+  return { key, extra: all.slice(RACE_SIZE) };
 }

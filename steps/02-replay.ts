@@ -1,15 +1,45 @@
-import { DEFAULT_PAYMENT } from '../grader/http.js';
-import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
+import { CheckFailed } from '../grader/failure.js';
+import { expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import { t } from '../i18n/index.js';
+import type { LiveContext } from '../grader/context.js';
+import type { Exchange } from '../grader/types.js';
 import type { Step } from './types.js';
 
-/** Another payment of the same user, made between the first request and its retries. */
-const OTHER_PAYMENT = { user: DEFAULT_PAYMENT.user, amount: 2500 } as const;
+/**
+ * Keys that are different keys, each a payment of its own: they differ only in case,
+ * share a 200-character prefix, are 255 characters long (the longest the contract
+ * allows), or hold `/`, `.`, `:` or a space. A server that folds case, cuts keys short or
+ * normalises their punctuation makes two of them one payment. Keys are opaque (IETF
+ * Idempotency-Key draft, section 2: the key is compared as sent).
+ */
+function distinctKeys(ctx: LiveContext): string[] {
+  const word = ctx.data.word(10);
+  const prefix = ctx.data.word(200);
+  const stem = ctx.data.word(12);
+  const tail = ctx.data.word(6);
+  return [
+    `Ab${word}`,
+    `aB${word}`,
+    `${prefix}x1`,
+    `${prefix}y2`,
+    ctx.data.word(255),
+    `${stem}/${tail}`,
+    `${stem}.${tail}`,
+    `${stem}:${tail}`,
+    `${stem} ${tail}`,
+  ];
+}
+
+const paymentId = (e: Exchange) => paymentOf(e).payment_id as number;
 
 /**
  * Step 02: the same Idempotency-Key and body sent again, twice, with another payment of
  * the same user in between: every retry 201 and equal to the first response in every
- * field, one ledger row, one charge (lab sheet, step 2; IETF Idempotency-Key draft).
+ * field, one ledger row, one charge. A new key with the same body is a second payment,
+ * and keys are opaque: keys that differ only in case, length or punctuation are each a
+ * payment of their own, each replayed (lab sheet, step 2; IETF Idempotency-Key draft).
+ * A retry of the same fields in another order or spacing should replay too: a 422 there
+ * is a warning (the fingerprint should be of the parsed body), a second charge a failure.
  */
 export const step: Step = {
   id: '02',
@@ -20,23 +50,53 @@ export const step: Step = {
   async live(ctx) {
     const WHY = t('step.02.retry.why');
     const server = await ctx.startServer();
-    const key = ctx.freshKey('replay');
-    const first = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
+    const key = ctx.freshKey();
+    const body = ctx.data.payment();
+    const first = await ctx.pay(server, { key, body });
     expectStatus(first, 201, t('check.first201'), t('step.02.first201.why'));
     paymentOf(first);
-    const other = await ctx.pay(server, { key: ctx.freshKey('other'), body: OTHER_PAYMENT });
+    const other = await ctx.pay(server, { key: ctx.freshKey(), body: { user: body.user, amount: ctx.data.amount() } });
     expectStatus(other, 201, t('step.02.other'), t('step.02.other.why'));
-    const retry = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
+    const retry = await ctx.pay(server, { key, body });
     expectReplay(first, retry, t('step.02.retry.thisKey', { why: WHY }));
-    const again = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
+    const again = await ctx.pay(server, { key, body });
     expectReplay(first, again, t('step.02.retry.every', { why: WHY }));
-    const exchanges = [first, other, retry, again];
-    expectRows(ctx, key, 1, exchanges, t('step.02.rows.why'));
-    expectCharges(ctx, DEFAULT_PAYMENT, 1, exchanges, t('step.02.charges.why'));
+    expectRows(ctx, key, 1, [first, other, retry, again], t('step.02.rows.why'));
+
+    // The same body under a new key is a new payment, not a replay.
+    const second = await ctx.pay(server, { key: ctx.freshKey(), body });
+    expectStatus(second, 201, t('step.02.second'), t('step.02.second.why'));
+    if (paymentId(second) === paymentId(first)) {
+      throw new CheckFailed(t('step.02.secondSame', { id: paymentId(first) }), t('step.02.second.why'), { exchanges: [first, second] });
+    }
+
+    // Keys are opaque: each of these is a payment of its own, and each replays its own.
+    const shared = ctx.data.payment();
+    const firsts: Exchange[] = [];
+    for (const k of distinctKeys(ctx)) {
+      const answer = await ctx.pay(server, { key: k, body: shared });
+      expectStatus(answer, 201, t('step.02.distinct', { key: JSON.stringify(k) }), t('step.02.distinct.why'));
+      const earlier = firsts.find((e) => paymentId(e) === paymentId(answer));
+      if (earlier) {
+        throw new CheckFailed(
+          t('step.02.distinctSame', { key: JSON.stringify(k), earlier: JSON.stringify(earlier.key), id: paymentId(answer) }),
+          t('step.02.distinct.why'),
+          { exchanges: [earlier, answer] },
+        );
+      }
+      firsts.push(answer);
+    }
+    const retries = await Promise.all(firsts.map((e) => ctx.pay(server, { key: e.key, body: shared })));
+    retries.forEach((r, i) => expectReplay(firsts[i], r, t('step.02.distinctReplay', { key: JSON.stringify(firsts[i].key) })));
+
+    // The same fields in another order and spacing are the same request.
+    const reordered = await ctx.pay(server, { key, body: `{ "amount": ${body.amount},  "user": ${JSON.stringify(body.user)} }` });
+    if (reordered.status === 422) ctx.warn(t('step.02.reordered422'));
+    else expectReplay(first, reordered, t('step.02.reordered.why'));
     if (retry.replayed === undefined) {
       ctx.warn(t('step.02.replayedHeader'));
     }
-    return t('step.02.pass', { key: JSON.stringify(key) });
+    return t('step.02.pass', { key: JSON.stringify(key), keys: firsts.length });
   },
   get hints() {
     return [t('step.02.hint.1'), t('step.02.hint.2'), t('step.02.hint.3')];

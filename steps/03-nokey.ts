@@ -1,8 +1,7 @@
-import { DEFAULT_PAYMENT } from '../grader/http.js';
 import { t } from '../i18n/index.js';
 import { expect } from '../grader/failure.js';
 import { describeResponse, parsePaste } from '../grader/paste.js';
-import { expectRows, expectStatus } from '../grader/expect-http.js';
+import { expectCharges, expectRows, expectStatus } from '../grader/expect-http.js';
 import type { Step } from './types.js';
 
 const why = () => t('step.03.why');
@@ -40,14 +39,18 @@ export const step: Step = {
   },
   async live(ctx) {
     const server = await ctx.startServer();
-    const noHeader = await ctx.pay(server, { body: DEFAULT_PAYMENT });
+    const noKeyBody = ctx.data.payment();
+    const noHeader = await ctx.pay(server, { body: noKeyBody });
     expectStatus(noHeader, 400, t('step.03.noHeader'), why());
-    const empty = await ctx.pay(server, { key: '', body: DEFAULT_PAYMENT });
+    const emptyBody = ctx.data.payment();
+    const empty = await ctx.pay(server, { key: '', body: emptyBody });
     expectStatus(empty, 400, t('step.03.emptyHeader'), t('step.03.emptyHeader.why'));
     const rows = ctx.ledger();
     expect(rows.length === 0, t('step.03.noCharge'), why(), { exchanges: [noHeader, empty], ledger: rows });
-    const key = ctx.freshKey('keyed');
-    const keyed = await ctx.pay(server, { key, body: DEFAULT_PAYMENT });
+    expectCharges(ctx, noKeyBody, 0, [noHeader], t('step.03.charged.why'));
+    expectCharges(ctx, emptyBody, 0, [empty], t('step.03.charged.why'));
+    const key = ctx.freshKey();
+    const keyed = await ctx.pay(server, { key, body: ctx.data.payment() });
     expectStatus(keyed, 201, t('step.03.keyed'), t('step.03.keyed.why'));
     expectRows(ctx, key, 1, [keyed], t('step.03.keyedRows.why'));
     return t('step.03.pass');

@@ -1,7 +1,9 @@
 import { expect } from '../grader/failure.js';
 import { describeResponse, parsePaste } from '../grader/paste.js';
 import { t } from '../i18n/index.js';
+import { CheckFailed } from '../grader/failure.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
+import { rowsForKey } from '../grader/ledger.js';
 import type { Step } from './types.js';
 
 const why = () => t('step.04.why');
@@ -34,29 +36,48 @@ export const step: Step = {
   },
   async live(ctx) {
     const server = await ctx.startServer();
-    const key = ctx.freshKey('conflict');
-    const first = await ctx.pay(server, { key, body: { user: 'u1', amount: 1000 } });
+    const key = ctx.freshKey();
+    const body = ctx.data.payment();
+    const first = await ctx.pay(server, { key, body });
     expectStatus(first, 201, t('check.first201'), t('step.04.first201.why'));
-    paymentOf(first);
-    const other = await ctx.pay(server, { key, body: { user: 'u1', amount: 99999 } });
-    expectStatus(other, 422, t('step.04.other'), why());
-    const otherUser = await ctx.pay(server, { key, body: { user: 'u2', amount: 1000 } });
-    expectStatus(
-      otherUser,
-      422,
-      t('step.04.otherUser'),
-      t('step.04.otherUser.why'),
-    );
-    const rows = expectRows(ctx, key, 1, [first, other, otherUser], t('step.04.refusedRows.why'));
-    expect(rows[0].amount === 1000 && rows[0].user === 'u1', t('step.04.amount', { user: rows[0].user, amount: rows[0].amount }), why(), {
-      exchanges: [first, other, otherUser],
-      ledger: rows,
-    });
-    const again = await ctx.pay(server, { key, body: { user: 'u1', amount: 1000 } });
+    const firstPayment = paymentOf(first);
+    const otherBody = { user: body.user, amount: body.amount * 100 + 99 };
+    const other = await ctx.pay(server, { key, body: otherBody });
+    expectStatus(other, 422, t('step.04.other', { first: body.amount, then: otherBody.amount }), why());
+    expectCharges(ctx, otherBody, 0, [first, other], t('step.04.conflictCharged.why'));
+    // Another user under the same key: refused (keys global), or that user's own new
+    // payment (keys scoped per user); never the first user's payment.
+    const otherUserBody = { user: ctx.data.user(), amount: body.amount };
+    const otherUser = await ctx.pay(server, { key, body: otherUserBody });
+    if (otherUser.status === 201) {
+      const theirs = paymentOf(otherUser);
+      if (theirs.payment_id === firstPayment.payment_id || theirs.user !== otherUserBody.user) {
+        throw new CheckFailed(
+          t('step.04.otherUserGotFirst', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user), id: String(firstPayment.payment_id) }),
+          t('step.04.otherUser.why'),
+          { exchanges: [first, other, otherUser] },
+        );
+      }
+      expectCharges(ctx, otherUserBody, 1, [first, other, otherUser], t('step.04.scoped.why'));
+    } else {
+      expectStatus(otherUser, 422, t('step.04.otherUser', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user) }), t('step.04.otherUser.why'));
+      expectCharges(ctx, otherUserBody, 0, [first, other, otherUser], t('step.04.conflictCharged.why'));
+    }
+    const exchanges = [first, other, otherUser];
+    const mine = rowsForKey(ctx.ledger(), key).filter((row) => row.user === body.user);
+    if (mine.length !== 1 || mine[0].amount !== body.amount) {
+      throw new CheckFailed(
+        mine.length === 1
+          ? t('step.04.amount', { user: mine[0].user, amount: mine[0].amount, first: body.amount })
+          : t('check.rows.one', { count: 1, key: JSON.stringify(key), found: mine.length }),
+        t('step.04.refusedRows.why'),
+        { exchanges, ledger: rowsForKey(ctx.ledger(), key) },
+      );
+    }
+    const again = await ctx.pay(server, { key, body });
     expectReplay(first, again, t('step.04.again.why'));
-    const exchanges = [first, other, otherUser, again];
-    expectRows(ctx, key, 1, exchanges, t('step.04.againRows.why'));
-    expectCharges(ctx, { user: 'u1', amount: 1000 }, 1, exchanges, t('step.04.charges.why'));
+    expectRows(ctx, key, otherUser.status === 201 ? 2 : 1, [...exchanges, again], t('step.04.againRows.why'));
+    expectCharges(ctx, body, 1, [...exchanges, again], t('step.04.charges.why'));
     return t('step.04.pass');
   },
   get hints() {

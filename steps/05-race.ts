@@ -1,14 +1,71 @@
 import { expect } from '../grader/failure.js';
 import { commandKey, describeResponse, headerKey, parsePaste } from '../grader/paste.js';
 import { t } from '../i18n/index.js';
-import { raceRound } from '../grader/race.js';
-import { DEFAULT_PAYMENT } from '../grader/http.js';
-import { expectStatus } from '../grader/expect-http.js';
+import { CheckFailed } from '../grader/failure.js';
+import { RACE_SIZE, raceRound, where } from '../grader/race.js';
+import { checkTimeouts } from '../grader/http.js';
+import { chargeMs } from '../grader/limits.js';
+import { expectStatus, paymentOf } from '../grader/expect-http.js';
+import type { LiveContext } from '../grader/context.js';
+import type { ServerInstance } from '../grader/server.js';
 import type { LedgerRow } from '../grader/types.js';
 import type { Step } from './types.js';
 
-/** How many rounds of simultaneous requests the live check sends. */
+/** How many rounds of simultaneous requests the live check sends to one server. */
 export const RACE_ROUNDS = 3;
+
+/** The slow provider's latency for the slow round, in ms: at least 1.2 s, more when the run's is more. */
+export function slowChargeMs(): number {
+  return Math.max(1200, chargeMs());
+}
+
+/** Payments with keys of their own sent with the slow round's duplicates. */
+export const OTHER_KEYS = 3;
+
+/**
+ * The simulated database round trip of the latency round, in ms (IDEM_DB_MS): longer than
+ * ten simultaneous one-statement writes take to get through the database one by one, so
+ * that a look-up made after such a write still happens before any of the ten has claimed
+ * the key.
+ */
+export const DB_LATENCY_MS = 250;
+
+/**
+ * The slow round: RACE_SIZE duplicates of one payment together with OTHER_KEYS payments
+ * of their own, all at once, on a server whose provider takes slowChargeMs(). Every
+ * duplicate gets the stored 201 or a 409 however long the first takes; the other
+ * payments all succeed, each with its own payment_id, and none waits for another's charge:
+ * a lock or a transaction held across charge() makes the last of them answer only after
+ * the others' charges, at twice the charge time or later.
+ * @throws CheckFailed naming what went wrong
+ */
+async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void> {
+  const slow = slowChargeMs();
+  const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + slow * (OTHER_KEYS + 2) };
+  const name = t('step.05.slowRound', { ms: slow });
+  const others = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
+  const { extra } = await raceRound(ctx, [server], 'slow', { name, timeouts }, others);
+  const failed = extra.find((e) => e.status !== 201);
+  if (failed) {
+    throw new CheckFailed(
+      t('step.05.othersFailed', { count: OTHER_KEYS, status: String(failed.status ?? failed.error), ms: failed.ms }),
+      t('step.05.othersFailed.why'),
+      { exchanges: extra },
+    );
+  }
+  const ids = new Set(extra.map((e) => paymentOf(e).payment_id));
+  if (ids.size !== extra.length) {
+    throw new CheckFailed(t('step.05.othersSame', { count: OTHER_KEYS }), t('step.05.othersFailed.why'), { exchanges: extra });
+  }
+  const slowest = Math.max(...extra.map((e) => e.ms));
+  if (slowest >= 2 * slow) {
+    throw new CheckFailed(
+      t('step.05.serialised', { count: OTHER_KEYS, slow, ms: slowest, times: (slowest / slow).toFixed(1) }),
+      t('step.05.serialised.why'),
+      { exchanges: extra },
+    );
+  }
+}
 
 /** A line that sends requests at once: a shell loop, `&`, xargs -P, parallel, or a load tool (hey, oha, ab). */
 const LOOP = /\bfor\b|\bwhile\b|\bseq\b|\bxargs\b|\bparallel\b|\bhey\b|\boha\b|\bab\s+-|&\s*($|[;)]|pids|done)/;
@@ -94,14 +151,29 @@ export const step: Step = {
   },
   cost: 2,
   async live(ctx) {
-    const server = await ctx.startServer();
+    // A: the rounds; S: a slow provider; L: a slow database round trip.
+    const [server, slow, latent] = await Promise.all([ctx.startServer(), ctx.startServer({ chargeMs: slowChargeMs() }), ctx.startServer({ dbMs: DB_LATENCY_MS })]);
     // One payment first, so a server that sets the database up on its first request has done so.
-    const warmUp = await ctx.pay(server, { key: ctx.freshKey('warmup'), body: DEFAULT_PAYMENT });
+    const warmUp = await ctx.pay(server, { key: ctx.freshKey(), body: ctx.data.payment() });
     expectStatus(warmUp, 201, t('step.05.warmUp'), t('step.05.warmUp.why'));
-    for (let round = 1; round <= RACE_ROUNDS; round++) {
-      await raceRound(ctx, [server], round, { lockDatabase: round === 1 });
+    // The slow round runs beside the others: it waits on the provider, they on the database.
+    const slowDone = slowRound(ctx, slow).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    try {
+      for (let round = 1; round <= RACE_ROUNDS; round++) {
+        await raceRound(ctx, [server], round, { lockDatabase: round === 1 });
+      }
+      // The look-up of a check-then-insert behind another write (an expiry DELETE, an
+      // audit row) is not held by the lock; a database round trip widens its window.
+      await raceRound(ctx, [latent], 'latency', { name: t('step.05.latencyRound', { ms: DB_LATENCY_MS }) });
+    } finally {
+      await slowDone;
     }
-    return t('step.05.pass', { rounds: RACE_ROUNDS });
+    const slowFailure = await slowDone;
+    if (slowFailure !== undefined) throw slowFailure;
+    return t('step.05.pass', { rounds: RACE_ROUNDS + 2, size: RACE_SIZE, where: where([server]) });
   },
   get hints() {
     return [t('step.05.hint.1'), t('step.05.hint.2'), t('step.05.hint.3')];

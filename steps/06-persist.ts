@@ -1,5 +1,4 @@
-import { DEFAULT_PAYMENT } from '../grader/http.js';
-import { expect } from '../grader/failure.js';
+import { CheckFailed, expect } from '../grader/failure.js';
 import { t } from '../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../grader/paste.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
@@ -8,6 +7,20 @@ import { RACE_ROUNDS } from './05-race.js';
 import type { Step } from './types.js';
 
 const RESTART = /restart|\bstop\b|\bkill\b|server\.py|재시작|다시 시작|重启|重新启动/i;
+
+/**
+ * Runs one part of step 06 and names it in its failure (`After a restart: ...`), so the
+ * learner knows which of the three promises broke.
+ * @throws CheckFailed with the part's name before the message
+ */
+async function part(name: string, run: () => Promise<void>): Promise<void> {
+  try {
+    await run();
+  } catch (err) {
+    if (!(err instanceof CheckFailed) || err.message.startsWith(name)) throw err;
+    throw new CheckFailed(`${name} ${err.message}`, err.why, err.evidence);
+  }
+}
 
 /**
  * Step 06: what the server remembers survives a restart and is shared by every instance
@@ -51,35 +64,40 @@ export const step: Step = {
   },
   cost: 4,
   async live(ctx) {
-    const WHY_RESTART = t('step.06.restart.why');
     const a = await ctx.startServer();
-    const key = ctx.freshKey('restart');
-    const RESTART_PAYMENT = { user: 'u6-restart', amount: DEFAULT_PAYMENT.amount };
-    const first = await ctx.pay(a, { key, body: RESTART_PAYMENT });
+    const key = ctx.freshKey();
+    const body = ctx.data.payment();
+    const first = await ctx.pay(a, { key, body });
     expectStatus(first, 201, t('check.first201'), t('step.06.first201.why'));
     paymentOf(first);
     await ctx.stopServer(a);
-    // B restarts on A's database; C, the second instance for the shared checks, starts alongside.
-    const [b, c] = await Promise.all([ctx.startServer(), ctx.startServer()]);
-    const retry = await ctx.pay(b, { key, body: RESTART_PAYMENT });
-    expectReplay(first, retry, WHY_RESTART);
-    expectRows(ctx, key, 1, [first, retry], WHY_RESTART);
-    expectCharges(ctx, RESTART_PAYMENT, 1, [first, retry], WHY_RESTART);
-
-    const WHY_SHARED = t('step.06.shared.why');
-    const key2 = ctx.freshKey('shared');
-    const SHARED_PAYMENT = { user: 'u6-shared', amount: DEFAULT_PAYMENT.amount };
-    const onB = await ctx.pay(b, { key: key2, body: SHARED_PAYMENT });
-    expectStatus(onB, 201, t('check.first201'), WHY_SHARED);
-    paymentOf(onB);
-    const onC = await ctx.pay(c, { key: key2, body: SHARED_PAYMENT });
-    expectReplay(onB, onC, WHY_SHARED);
-    expectRows(ctx, key2, 1, [onB, onC], WHY_SHARED);
-    expectCharges(ctx, SHARED_PAYMENT, 1, [onB, onC], WHY_SHARED);
-
-    for (let round = 1; round <= RACE_ROUNDS; round++) {
-      await raceRound(ctx, [b, c], round, { lockDatabase: round === 1 });
-    }
+    // B restarts on A's database from the same folder; C is a second instance from a copy
+    // of the workspace of its own, as a second pod: it shares only the database.
+    const [b, c] = await Promise.all([ctx.startServer(), ctx.startServer({ ownCopy: true })]);
+    await part(t('step.06.part.restart'), async () => {
+      const WHY_RESTART = t('step.06.restart.why');
+      const retry = await ctx.pay(b, { key, body });
+      expectReplay(first, retry, WHY_RESTART);
+      expectRows(ctx, key, 1, [first, retry], WHY_RESTART);
+      expectCharges(ctx, body, 1, [first, retry], WHY_RESTART);
+    });
+    await part(t('step.06.part.shared'), async () => {
+      const WHY_SHARED = t('step.06.shared.why');
+      const key2 = ctx.freshKey();
+      const shared = ctx.data.payment();
+      const onB = await ctx.pay(b, { key: key2, body: shared });
+      expectStatus(onB, 201, t('check.first201'), WHY_SHARED);
+      paymentOf(onB);
+      const onC = await ctx.pay(c, { key: key2, body: shared });
+      expectReplay(onB, onC, WHY_SHARED);
+      expectRows(ctx, key2, 1, [onB, onC], WHY_SHARED);
+      expectCharges(ctx, shared, 1, [onB, onC], WHY_SHARED);
+    });
+    await part(t('step.06.part.split'), async () => {
+      for (let round = 1; round <= RACE_ROUNDS; round++) {
+        await raceRound(ctx, [b, c], round, { lockDatabase: round === 1 });
+      }
+    });
     return t('step.06.pass', { rounds: RACE_ROUNDS });
   },
   get hints() {
