@@ -10,6 +10,9 @@ Environment:
   IDEM_CHARGE_MS  simulated payment-provider latency inside charge(), in ms (default 50)
   IDEM_PROVIDER_LOG  when set, a file to which charge() appends one JSON line per charge:
                   the payment provider's own statement, which the grader reads
+  IDEM_DB_MS      simulated database round trip, in ms (default 0): every statement run
+                  through db() outside a transaction answers this much later, as a
+                  database across a network would
 """
 
 import hashlib
@@ -28,6 +31,7 @@ PORT = int(os.environ.get("PORT", "8000"))
 DB_PATH = os.environ.get("IDEM_DB", "lab.db")
 CHARGE_MS = int(os.environ.get("IDEM_CHARGE_MS", "50"))
 PROVIDER_LOG = os.environ.get("IDEM_PROVIDER_LOG")
+DB_MS = int(os.environ.get("IDEM_DB_MS", "0"))
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -49,6 +53,46 @@ CREATE TABLE IF NOT EXISTS idem (
 _local = threading.local()
 
 
+class _Answered:
+    """A statement that has run to its end: its rows, lastrowid and rowcount, read first."""
+
+    def __init__(self, cursor):
+        self.description = cursor.description
+        self.lastrowid = cursor.lastrowid
+        self._rows = cursor.fetchall()
+        self.rowcount = cursor.rowcount
+
+    def fetchone(self):
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchmany(self, size=1):
+        rows, self._rows = self._rows[:size], self._rows[size:]
+        return rows
+
+    def fetchall(self):
+        rows, self._rows = self._rows, []
+        return rows
+
+    def __iter__(self):
+        return iter(self.fetchall())
+
+
+class _RoundTrip(sqlite3.Connection):
+    """A connection whose statements outside a transaction answer IDEM_DB_MS late.
+
+    The statement runs to its end (so it holds no lock) before the wait: only the answer
+    is late, as with a database across a network.
+    """
+
+    def execute(self, sql, parameters=()):
+        cursor = super().execute(sql, parameters)
+        if DB_MS <= 0 or self.in_transaction:
+            return cursor
+        answered = _Answered(cursor)
+        time.sleep(DB_MS / 1000)
+        return answered
+
+
 def db():
     """This thread's connection to IDEM_DB, in autocommit mode.
 
@@ -57,7 +101,7 @@ def db():
     """
     conn = getattr(_local, "conn", None)
     if conn is None:
-        conn = sqlite3.connect(DB_PATH, timeout=10, isolation_level=None)
+        conn = sqlite3.connect(DB_PATH, timeout=10, isolation_level=None, factory=_RoundTrip)
         conn.row_factory = sqlite3.Row
         _local.conn = conn
     return conn
