@@ -93,6 +93,7 @@ program
   .action((key, body, opts) => run(async () => (await lab()).probeCommand(key, body, opts))());
 
 program.command('ledger').description(t('help.ledger')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).ledgerCommand(opts))());
+program.command('statement').description(t('help.statement')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statementCommand(opts))());
 program.command('show').description(t('help.show')).argument('<step>', t('help.step')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).showCommand(step, opts))());
 program
   .command('hint')
@@ -112,6 +113,7 @@ program
   .option('--reporter <name>', 'human (default), json, junit, tap or github; repeat or use commas for several; NAME=FILE writes json, junit or tap to FILE', collect)
   .option('--output <file>', 'the file the json, junit or tap reporter writes (default: stdout)')
   .option('--config <file>', 'grading config with "points" and "required" (default: idem-lab.json in the workspace)')
+  .option('--seed <n>', t('help.check.seed'))
   .addHelpText('after', '\nExit codes: 0 every required step passed, 1 a required step failed, 2 usage error or a workspace that cannot be graded\n(with json, junit, tap or github the results are still written then, with status error).')
   .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
 

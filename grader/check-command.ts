@@ -3,6 +3,7 @@ import { t } from '../i18n/index.js';
 import path from 'node:path';
 import { SetupError } from './failure.js';
 import { grade } from './engine.js';
+import { parseSeed, type Seed } from './seed.js';
 import { limits } from './limits.js';
 import { installExitHooks } from './cleanup.js';
 import { resolveInterpreter, type ServerCommand } from './server.js';
@@ -77,6 +78,22 @@ export interface CheckOptions extends WorkspaceOptions {
   output?: string;
   /** --config FILE: the grading config (points, required); default: the workspace's idem-lab.json. */
   config?: string;
+  /** --seed N: the seed of the live checks' keys, users and amounts; default IDEM_LAB_SEED, else a new one. */
+  seed?: string;
+}
+
+/**
+ * The seed a check uses: --seed, else IDEM_LAB_SEED, else undefined (a new one per run).
+ * @throws SetupError when the given seed is not a whole number from 0 to 2^32 - 1
+ */
+export function seedOption(given: string | undefined, env: NodeJS.ProcessEnv = process.env): Seed | undefined {
+  const text = given ?? (env.IDEM_LAB_SEED || undefined);
+  if (text === undefined) return undefined;
+  try {
+    return parseSeed(text);
+  } catch (err) {
+    throw new SetupError(t('cli.badSeed', { seed: text }));
+  }
 }
 
 /**
@@ -141,9 +158,11 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
   const human = choices.some((c) => c.name === 'human');
   let prepared: Awaited<ReturnType<typeof prepareCheck>>;
   let config: GradingConfig;
+  let seed: Seed | undefined;
   try {
     prepared = await prepareCheck(selectors, options);
     config = configFor(options, prepared.workspace);
+    seed = seedOption(options.seed);
   } catch (err) {
     if (err instanceof SetupError && choices.some((c) => c.name !== 'human')) return reportSetupError(err, selectors, options, choices);
     throw err;
@@ -156,6 +175,7 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
     workspace,
     command,
     steps,
+    seed,
     onResult: human ? (result) => console.log(formatResult(result, c, { replayPort, points: pointsOf(config, result.id) }) + '\n') : undefined,
   });
   saveVerdicts(workspace, results);

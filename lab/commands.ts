@@ -6,11 +6,12 @@ import path from 'node:path';
 import { language, t } from '../i18n/index.js';
 import { send, DEFAULT_PAYMENT } from '../grader/http.js';
 import { readLedger } from '../grader/ledger.js';
+import { formatStatement, readStatement } from '../grader/statement.js';
 import { SetupError } from '../grader/failure.js';
 import { colourFor, formatProgress } from '../grader/reporters/human.js';
 import { formatExchange, formatLedger } from '../grader/wire.js';
 import { STEPS, selectSteps } from '../steps/index.js';
-import { DEFAULT_PORT, SERVER_LOG, isHealthy, isServerProcess, logTail, startLabServer, stopLabServer } from './runner.js';
+import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, isServerProcess, logTail, startLabServer, stopLabServer } from './runner.js';
 import { readSheet, sheetSection } from './sheet.js';
 import { layWorkspace, openWorkspace, readState, updateState } from './workspace.js';
 
@@ -139,6 +140,30 @@ export function ledgerCommand(options: WorkspaceOptions): number {
   const workspace = workspaceDir(options);
   const db = path.resolve(workspace, process.env.IDEM_DB ?? 'lab.db');
   for (const line of formatLedger(readLedger(db))) console.log(line);
+  return 0;
+}
+
+/**
+ * `idem-lab statement`: what the payment provider charged (the workspace's provider.log,
+ * or $IDEM_PROVIDER_LOG), each charge beside its ledger row, as ./statement.sh prints it.
+ */
+export function statementCommand(options: WorkspaceOptions): number {
+  const workspace = workspaceDir(options);
+  const log = path.resolve(workspace, process.env.IDEM_PROVIDER_LOG ?? PROVIDER_LOG);
+  const charges = readStatement(log);
+  if (charges === undefined) {
+    console.log(t('cli.statement.none', { log }));
+    return 1;
+  }
+  const rows = readLedger(path.resolve(workspace, process.env.IDEM_DB ?? 'lab.db'));
+  const lines = formatStatement(charges, rows, {
+    columns: [t('cli.statement.at'), t('cli.statement.user'), t('cli.statement.amount'), t('cli.statement.pid'), t('cli.statement.ledger')],
+    noRow: t('cli.statement.noRow'),
+    payment: (id) => t('cli.statement.payment', { id }),
+    unpaid: (id) => t('cli.statement.unpaid', { id }),
+    summary: (n, m) => t('cli.statement.summary', { charges: n, rows: m }),
+  });
+  for (const line of lines) console.log(line);
   return 0;
 }
 

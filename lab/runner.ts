@@ -7,7 +7,7 @@ import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { execa } from 'execa';
 import { send } from '../grader/http.js';
-import { freePort, killGroup, type ServerCommand } from '../grader/server.js';
+import { contractEnv, freePort, killGroup, type ServerCommand } from '../grader/server.js';
 import { readState, updateState } from './workspace.js';
 
 /** The port the lab sheet uses when none is chosen. */
@@ -19,6 +19,9 @@ const STOP_GRACE_MS = 2000;
 
 /** The log file of the learner's server, in the workspace. */
 export const SERVER_LOG = 's.log';
+
+/** The provider's statement in a workspace: charge() appends a JSON line per charge (IDEM_PROVIDER_LOG). */
+export const PROVIDER_LOG = 'provider.log';
 
 
 /**
@@ -93,7 +96,9 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
   await new Promise((resolve, reject) => logStream.once('open', resolve).once('error', reject));
   const subprocess = execa(command.file, command.args, {
     cwd: workspace,
-    env: { PORT: String(chosen), PYTHONUNBUFFERED: '1' },
+    // The same variables the grader gives its servers (the statement in provider.log, the
+    // ledger in lab.db), so the learner's own runs look like graded ones.
+    env: contractEnv({ port: chosen, dbPath: path.join(workspace, 'lab.db'), providerLog: path.join(workspace, PROVIDER_LOG) }),
     detached: true,
     cleanup: false,
     stdin: 'ignore',

@@ -16,6 +16,7 @@ export function labFiles(lang: Lang = 'en'): ReadonlyArray<readonly [string, str
     ['server.py', 'server.py', false],
     ['probe.sh', 'probe.sh', true],
     ['ledger.sh', 'ledger.sh', true],
+    ['statement.sh', 'statement.sh', true],
     [`LAB.${lang}.md`, 'LAB.md', false],
   ];
 }

@@ -65,6 +65,9 @@ export function formatResult(result: StepResult, c: ChalkInstance, options: Resu
     lines.push(...indent(result.serverOutput.trimEnd().split('\n').slice(-15), '      '));
   }
   for (const warning of result.warnings) lines.push(...indent([c.yellow(t('report.note', { warning }))]));
+  if (result.status === 'fail' && result.failedPart === 'live' && result.seed !== undefined) {
+    lines.push(...indent([c.dim(t('report.seed', { seed: result.seed, id: result.id }))]));
+  }
   if (result.status === 'fail') lines.push(...indent([c.dim(t('report.stuck', { id: result.id }))]));
   return lines.join('\n');
 }

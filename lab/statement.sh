@@ -1,0 +1,44 @@
+#!/bin/sh
+# ./statement.sh: print what the payment provider charged ($IDEM_PROVIDER_LOG or
+# provider.log: one JSON line per charge() call), each charge beside the ledger row of the
+# same user and amount in $IDEM_DB or lab.db. A charge with no ledger row is money that
+# moved for a payment the shop does not know of.
+exec python3 - "$@" <<'PY'
+import json, os, sqlite3, sys
+
+log = os.environ.get("IDEM_PROVIDER_LOG", "provider.log")
+db = os.environ.get("IDEM_DB", "lab.db")
+if not os.path.exists(log):
+    print("no statement yet: %s does not exist (the server writes it on its first charge)" % log)
+    sys.exit(1)
+charges = []
+with open(log, encoding="utf-8", errors="replace") as f:
+    for line in f:
+        try:
+            c = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(c, dict) and isinstance(c.get("user"), str) and isinstance(c.get("amount"), int):
+            charges.append(c)
+rows = []
+if os.path.exists(db):
+    conn = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=5)
+    try:
+        rows = conn.execute("SELECT payment_id, user, amount FROM ledger ORDER BY payment_id").fetchall()
+    except sqlite3.Error:
+        rows = []
+table = [("charged_at", "user", "amount", "pid", "ledger")]
+unmatched = list(rows)
+for c in charges:
+    row = next((r for r in unmatched if r[1] == c["user"] and r[2] == c["amount"]), None)
+    if row is not None:
+        unmatched.remove(row)
+    pid = c.get("pid")
+    table.append((str(c.get("at", "")), c["user"], str(c["amount"]), "-" if pid is None else str(pid), "payment %d" % row[0] if row else "NO LEDGER ROW"))
+widths = [max(len(r[i]) for r in table) for i in range(5)]
+for r in table:
+    print("  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(r)))
+for r in unmatched:
+    print("payment %d is in the ledger, but the provider never charged it" % r[0])
+print("%d charges, %d ledger rows" % (len(charges), len(rows)))
+PY
