@@ -7,6 +7,9 @@
 import { execa } from 'execa';
 import { CLI, fixtureWorkspace } from '../test/support.js';
 import { benchCohort, formatCohortBench } from './cohort.js';
+import { grade } from '../grader/engine.js';
+import { DEFAULT_COMMAND, resolveInterpreter } from '../grader/server.js';
+import { STEPS } from '../steps/index.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 
@@ -40,6 +43,22 @@ async function time(c: Case): Promise<number[]> {
   return times;
 }
 
+/** Each step of the lab graded alone on `workspace`, RUNS times: `05 race  1523 ms (min …, max …)`. */
+async function stepTimes(workspace: string): Promise<string[]> {
+  const command = await resolveInterpreter(DEFAULT_COMMAND, workspace);
+  const lines: string[] = [];
+  for (const step of STEPS) {
+    const times: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const [result] = await grade({ workspace, steps: [step], command });
+      if (result.status !== 'pass') throw new Error(`step ${step.id} of the reference did not pass: ${result.message}`);
+      times.push(result.ms);
+    }
+    lines.push(`${`${step.id} ${step.slug}`.padEnd(48)} ${median(times).toFixed(0).padStart(6)} ms   (min ${Math.min(...times)}, max ${Math.max(...times)})`);
+  }
+  return lines;
+}
+
 const reference = fixtureWorkspace('reference');
 const starter = fixtureWorkspace('starter');
 try {
@@ -53,6 +72,8 @@ try {
     const times = await time(c);
     console.log(`${c.label.padEnd(48)} ${median(times).toFixed(0).padStart(6)} ms   (min ${Math.min(...times).toFixed(0)}, max ${Math.max(...times).toFixed(0)})`);
   }
+  console.log(`\neach step of the reference alone, in process (median of ${RUNS} runs)`);
+  for (const line of await stepTimes(reference.dir)) console.log(line);
   console.log(`\ncohort grading, one run per --jobs value (BENCH_COHORT=0 skips it)`);
   if (process.env.BENCH_COHORT !== '0') for (const line of formatCohortBench(await benchCohort())) console.log(line);
 } finally {

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execa } from 'execa';
 import { freePort } from '../grader/server.js';
 import { readState } from '../lab/workspace.js';
 import { fixtureWorkspace, runCli, serversUnder, tempDir, stopRecorded } from './support.js';
@@ -69,14 +70,25 @@ test('check grades the reference solution: every step passes, exit 0, verdicts s
 test('a failing check exits 1 and shows what was sent, what came back and the ledger', async () => {
   const ws = fixtureWorkspace('starter');
   try {
-    const run = await runCli(['check', 'replay', '--dir', ws.dir]);
+    const run = await runCli(['check', 'replay', '--dir', ws.dir, '--seed', '42']);
     assert.equal(run.exitCode, 1);
     assert.match(run.stdout, /^✗ 02 replay/m);
     assert.match(run.stdout, /The retry must get the stored first response back unchanged/);
     assert.match(run.stdout, /Why it matters: /);
     assert.match(run.stdout, /What was sent and what came back:/);
-    assert.match(run.stdout, /\[A\] POST \/pay {2}Idempotency-Key: 02-replay-[0-9a-f]+ {2}\{"user":"u1","amount":1000\}/);
+    const sent = /\[A\] POST \/pay {2}Idempotency-Key: ([0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}) {2}\{"user":"[a-z]+_\d{5}","amount":\d+\}/.exec(run.stdout);
+    assert.ok(sent, run.stdout);
     assert.match(run.stdout, /· payment_id: 1 first, 3 then/);
+    assert.match(run.stdout, /These requests came from seed 42: idem-lab check 02 --seed 42 sends the same ones again\./);
+    // The same seed sends the same keys, users and amounts again.
+    const again = await runCli(['check', 'replay', '--dir', ws.dir, '--seed', '42']);
+    assert.ok(again.stdout.includes(sent[0]), 'the same seed sends the same first request');
+    const other = await runCli(['check', 'replay', '--dir', ws.dir], { env: { IDEM_LAB_SEED: '43' } });
+    assert.ok(!other.stdout.includes(sent[1]), 'another seed sends another key');
+    assert.match(other.stdout, /seed 43/);
+    const bad = await runCli(['check', 'replay', '--dir', ws.dir, '--seed', 'forty-two']);
+    assert.equal(bad.exitCode, 2);
+    assert.match(bad.stderr, /a seed is a whole number from 0 to 4294967295, not "forty-two"/);
     assert.match(run.stdout, /Stuck\? idem-lab hint 02/);
     assert.match(run.stdout, /0 of 1 step passes\. To do: 02\./);
     assert.equal(readState(ws.dir).steps?.['02']?.status, 'fail');
@@ -91,7 +103,7 @@ test('start lays the workspace and starts one server; probe, ledger, status, res
   try {
     const start = await runCli(['start', '--port', port], { cwd: tmp.dir });
     assert.equal(start.exitCode, 0, start.stdout + start.stderr);
-    assert.match(start.stdout, /Laid out server\.py, probe\.sh, ledger\.sh, LAB\.md/);
+    assert.match(start.stdout, /Laid out server\.py, probe\.sh, ledger\.sh, statement\.sh, LAB\.md/);
     assert.match(start.stdout, new RegExp(`Started the payment server \\(pid \\d+\\) on http://127\\.0\\.0\\.1:${port}`));
     assert.match(start.stdout, /^## 01 · Reproduce the duplicate charge/m);
     for (const file of ['server.py', 'probe.sh', 'ledger.sh', 'LAB.md']) assert.ok(fs.existsSync(path.join(tmp.dir, file)), file);
@@ -111,6 +123,13 @@ test('start lays the workspace and starts one server; probe, ledger, status, res
     }
     const ledger = await runCli(['ledger'], { cwd: tmp.dir });
     assert.match(ledger.stdout, /^payment_id {2}idempotency_key {2}user {2}amount {2}created_at\n1 {11}k1 {15}u1 {4}1000 {4}\S+Z\n2 /);
+    // The learner's server keeps the provider's statement too: both charges, beside their rows.
+    const statement = await runCli(['statement'], { cwd: tmp.dir });
+    assert.equal(statement.exitCode, 0, statement.stdout + statement.stderr);
+    assert.match(statement.stdout, /^charged_at +user +amount +pid +ledger\n\S+Z +u1 +1000 +\d+ +payment 1\n\S+Z +u1 +1000 +\d+ +payment 2\n2 charges, 2 ledger rows$/m);
+    const script = await execa('./statement.sh', [], { cwd: tmp.dir, reject: false });
+    assert.equal(script.exitCode, 0, script.stderr);
+    assert.equal(script.stdout.replace(/ +/g, ' '), statement.stdout.trimEnd().replace(/ +/g, ' '), 'statement.sh prints what idem-lab statement prints');
 
     const status = await runCli(['status'], { cwd: tmp.dir });
     assert.match(status.stdout, new RegExp(`Server: running, pid ${pid}, http://127\\.0\\.0\\.1:${port}`));

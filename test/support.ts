@@ -13,9 +13,21 @@ import { readState } from '../lab/workspace.js';
 /** The compiled CLI entry. */
 export const CLI = path.join(PACKAGE_ROOT, 'dist', 'bin', 'idem-lab.js');
 
+/** The temporary folder of the machine, as it was when the tests started. */
+const MACHINE_TMP = os.tmpdir();
+
+/**
+ * Where the grader of this test process (and of every CLI it runs) copies workspaces for
+ * its servers: TMPDIR points here, so that a server left running by any check is found
+ * (serversUnder looks here too). Removed when the process exits.
+ */
+export const GRADER_TMP = fs.mkdtempSync(path.join(MACHINE_TMP, 'idem-lab-grader-'));
+process.env.TMPDIR = GRADER_TMP;
+process.on('exit', () => fs.rmSync(GRADER_TMP, { recursive: true, force: true }));
+
 /** A new empty temporary folder; removed by the returned function. */
 export function tempDir(prefix = 'idem-lab-test-'): { dir: string; remove: () => void } {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const dir = fs.mkdtempSync(path.join(MACHINE_TMP, prefix));
   return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
 
@@ -50,16 +62,21 @@ export async function runCli(args: string[], options: { cwd?: string; env?: Reco
 }
 
 /**
- * The pids of python processes running a server.py whose working directory is under
- * `root`: what a test must not leave behind. Read from /proc, never by killing by name.
+ * The pids of processes running a server.py (or server.mjs) whose working directory is
+ * under `root`, or under GRADER_TMP (where the grader runs its copies of any workspace):
+ * what a test must not leave behind. Read from /proc, never by killing by name.
  */
 export function serversUnder(root: string): number[] {
+  return [...new Set([...serversIn(root), ...serversIn(GRADER_TMP)])];
+}
+
+function serversIn(root: string): number[] {
   const pids: number[] = [];
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (!cmdline.includes('server.py')) continue;
+      if (!/server\.(py|mjs)\b/.test(cmdline)) continue;
       if (fs.readlinkSync(`/proc/${entry}/cwd`).startsWith(root)) pids.push(Number(entry));
     } catch {
       // the process ended while we looked

@@ -1,0 +1,85 @@
+/**
+ * `npm run soak`: the race steps (05 and 06) graded over and over on the fixtures, to show
+ * that a wrong solution is caught every time, not by luck, and that a correct one passes
+ * every time. For each fixture it grades the race steps SOAK_RUNS times (default 100) and
+ * prints how many runs gave the verdict fixtures/matrix.ts expects. `--load N` keeps N busy
+ * loops running meanwhile (default 0), as on a loaded machine; they are stopped by pid.
+ * Exit 0 when every count is full, 1 otherwise. Not part of `npm test`: it takes long.
+ *
+ * Options: --runs N, --load N, --only NAME[,NAME...] (fixtures), --steps 05[,06].
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { parseArgs } from 'node:util';
+import { grade } from '../grader/engine.js';
+import { resolveInterpreter } from '../grader/server.js';
+import { installExitHooks } from '../grader/cleanup.js';
+import { MATRIX, P } from '../fixtures/matrix.js';
+import { racySteps } from '../fixtures/build.js';
+import { openWorkspace } from '../lab/workspace.js';
+import { STEPS } from '../steps/index.js';
+import { fixtureWorkspace } from '../test/support.js';
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: process.env.SOAK_RUNS ?? '100' },
+    load: { type: 'string', default: '0' },
+    only: { type: 'string' },
+    steps: { type: 'string', default: '05,06' },
+  },
+});
+const runs = Number(values.runs);
+const stepIds = values.steps!.split(',');
+const steps = STEPS.filter((s) => stepIds.includes(s.id));
+
+/**
+ * The fixtures worth soaking: every correct design, and every wrong one that fails a race
+ * step without being declared racy there (a race it must lose every time).
+ */
+function soaked(): Array<{ name: string; expect: Record<string, string> }> {
+  const chosen = values.only ? values.only.split(',') : Object.keys(MATRIX);
+  return chosen.flatMap((name) => {
+    const row = MATRIX[name];
+    if (!row) throw new Error(`no fixture ${name}`);
+    const racy = racySteps(name);
+    const expect = Object.fromEntries(steps.filter((s) => !racy.includes(s.id)).map((s) => [s.id, row[STEPS.indexOf(s)]]));
+    const fails = Object.values(expect).some((v) => v !== P);
+    const correct = row.every((v) => v === P);
+    return correct || fails ? [{ name, expect }] : [];
+  });
+}
+
+const busy: ChildProcess[] = Array.from({ length: Number(values.load) }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' }));
+const stopBusy = () => busy.forEach((p) => p.pid && process.kill(p.pid, 'SIGKILL'));
+process.on('exit', stopBusy);
+installExitHooks();
+
+let allFull = true;
+console.log(`soak: ${runs} runs of steps ${stepIds.join(', ')} per fixture, ${busy.length} busy loop(s)`);
+for (const { name, expect } of soaked()) {
+  const ws = fixtureWorkspace(name);
+  try {
+    const { command } = openWorkspace(ws.dir);
+    const resolved = await resolveInterpreter(command, ws.dir);
+    const hits: Record<string, number> = Object.fromEntries(Object.keys(expect).map((id) => [id, 0]));
+    const seen: string[] = [];
+    const started = performance.now();
+    for (let i = 0; i < runs; i++) {
+      const results = await grade({ workspace: ws.dir, steps, command: resolved });
+      for (const r of results) {
+        const want = expect[r.id];
+        if (want === undefined) continue;
+        const ok = want === P ? r.status === 'pass' : r.status === 'fail' && new RegExp(want).test(r.message);
+        if (ok) hits[r.id]++;
+        else if (seen.length < 3) seen.push(`run ${i + 1}, step ${r.id} ${r.status} (seed ${r.seed}): ${r.message}`);
+      }
+    }
+    const cells = Object.entries(hits).map(([id, n]) => `${id} ${expect[id] === P ? 'pass' : 'fail'} ${n}/${runs}`);
+    if (Object.values(hits).some((n) => n !== runs)) allFull = false;
+    console.log(`${name.padEnd(28)} ${cells.join('   ')}   (${((performance.now() - started) / 1000).toFixed(0)} s)`);
+    for (const line of seen) console.log(`    ${line}`);
+  } finally {
+    ws.remove();
+  }
+}
+stopBusy();
+process.exitCode = allFull ? 0 : 1;

@@ -1,0 +1,98 @@
+/**
+ * The parts of the grader that make it hard to fool, tested on their own: seeded test data
+ * (varied, reproducible, like a real client's), the caller's IDEM_CHARGE_MS honoured by every
+ * server, and the provider's statement read within bounds.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { TestData, parseSeed } from '../grader/seed.js';
+import { startServer } from '../grader/server.js';
+import { STATEMENT_MAX_BYTES, readStatement } from '../grader/statement.js';
+import { tempDir } from './support.js';
+
+test('test data is reproducible from its seed and scope, and varies with either', () => {
+  const take = (seed: number, scope: string) => {
+    const d = new TestData(seed, scope);
+    return [d.key(), d.user(), d.amount(), d.key()];
+  };
+  assert.deepEqual(take(7, '05'), take(7, '05'));
+  assert.notDeepEqual(take(7, '05'), take(8, '05'));
+  assert.notDeepEqual(take(7, '05'), take(7, '06'));
+});
+
+test('keys look like a client\'s UUIDs, users like customers, amounts like prices; none repeats within a step', () => {
+  const d = new TestData(12345, '02');
+  const keys = Array.from({ length: 200 }, () => d.key());
+  const users = Array.from({ length: 200 }, () => d.user());
+  const amounts = Array.from({ length: 200 }, () => d.amount());
+  for (const key of keys) assert.match(key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  for (const user of users) assert.match(user, /^[a-z]+_\d{5}$/);
+  for (const amount of amounts) assert.ok(Number.isInteger(amount) && amount >= 100 && amount <= 99_999);
+  assert.equal(new Set(keys).size, keys.length);
+  assert.ok(new Set(users).size > 190, 'users are nearly always distinct');
+  assert.ok(!keys.some((k) => /^\d\d-/.test(k)) && !users.some((u) => /^(racer-|u\d)/.test(u)), 'nothing of the old fixed patterns');
+  assert.equal(d.word(255).length, 255);
+});
+
+test('a seed is a whole number from 0 to 2^32 - 1', () => {
+  assert.equal(parseSeed('0'), 0);
+  assert.equal(parseSeed('4294967295'), 4294967295);
+  for (const bad of ['-1', '4294967296', '1.5', 'abc', '']) assert.throws(() => parseSeed(bad), /a seed is a whole number/);
+});
+
+test("every server gets the caller's IDEM_CHARGE_MS, and the same contract variables as the learner's own start", async () => {
+  const tmp = tempDir();
+  const before = process.env.IDEM_CHARGE_MS;
+  process.env.IDEM_CHARGE_MS = '7';
+  // A server that records its environment, then answers GET /health.
+  const script = [
+    'import json, os, http.server',
+    'json.dump(dict(os.environ), open("env.json", "w"))',
+    'class H(http.server.BaseHTTPRequestHandler):',
+    '    def do_GET(self):',
+    '        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()',
+    '    def log_message(self, *a): pass',
+    'http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()',
+  ].join('\n');
+  try {
+    const db = path.join(tmp.dir, 'lab.db');
+    const server = await startServer({ workspace: tmp.dir, dbPath: db, label: 'A', command: { file: 'python3', args: ['-c', script] } });
+    await server.stop();
+    const env = JSON.parse(fs.readFileSync(path.join(tmp.dir, 'env.json'), 'utf8')) as Record<string, string>;
+    assert.equal(env.IDEM_CHARGE_MS, '7');
+    assert.equal(env.IDEM_DB, db);
+    assert.equal(env.IDEM_PROVIDER_LOG, path.join(tmp.dir, 'provider.log'));
+    assert.equal(env.IDEM_DB_MS, '0');
+  } finally {
+    if (before === undefined) delete process.env.IDEM_CHARGE_MS;
+    else process.env.IDEM_CHARGE_MS = before;
+    tmp.remove();
+  }
+});
+
+test('the statement is read within bounds: foreign lines passed over, a FIFO or a huge file cannot hold the grader', () => {
+  const tmp = tempDir();
+  try {
+    const file = path.join(tmp.dir, 'provider.log');
+    assert.equal(readStatement(file), undefined, 'no file: no statement');
+    fs.writeFileSync(file, '{"user":"mina_10000","amount":100,"at":"x","pid":1}\nnot json\n{"user":5}\n{"user":"li_20000","amount":200,"at":"y"}\n{"user":"cut');
+    assert.deepEqual(
+      readStatement(file)?.map((c) => c.user),
+      ['mina_10000', 'li_20000'],
+    );
+    const line = '{"user":"ana_30000","amount":300,"at":"z"}\n';
+    fs.writeFileSync(file, line.repeat(Math.ceil((STATEMENT_MAX_BYTES * 2) / line.length)));
+    const charges = readStatement(file) ?? [];
+    assert.ok(charges.length > 0 && charges.length <= STATEMENT_MAX_BYTES / line.length, 'at most STATEMENT_MAX_BYTES are read');
+    const fifo = path.join(tmp.dir, 'fifo.log');
+    fs.rmSync(file);
+    const made = spawnSync('mkfifo', [fifo]);
+    assert.equal(made.status, 0, String(made.stderr));
+    assert.deepEqual(readStatement(fifo), [], 'a FIFO is not read (and does not block)');
+  } finally {
+    tmp.remove();
+  }
+});
