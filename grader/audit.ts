@@ -138,6 +138,12 @@ function auditStatement(ctx: LiveContext, payments: Payment[], refused: Map<stri
   }
 }
 
+/** Whether the exchange sent the user and amount of the row. */
+function sameBody(exchange: Exchange, row: LedgerRow): boolean {
+  const body = bodyOf(exchange);
+  return body !== undefined && body.user === row.user && body.amount === row.amount;
+}
+
 function auditLedger(ctx: LiveContext, payments: Payment[]): void {
   const rows = ctx.ledger();
   const unmatched = [...rows];
@@ -157,7 +163,7 @@ function auditLedger(ctx: LiveContext, payments: Payment[]): void {
     throw new CheckFailed(
       t('check.audit.extraRow', { count: rows.length, payments: payments.length, id: row.payment_id, key: row.idempotency_key === null ? t('check.audit.noKeyColumn') : JSON.stringify(row.idempotency_key) }),
       t('check.audit.extraRow.why'),
-      { ledger: rows, exchanges: ctx.exchanges.filter((e) => e.key !== undefined && e.key === row.idempotency_key).slice(0, 6) },
+      { ledger: rows, exchanges: ctx.exchanges.filter((e) => sameBody(e, row)).slice(0, 6) },
     );
   }
 }

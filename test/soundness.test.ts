@@ -11,7 +11,10 @@ import assert from 'node:assert/strict';
 import { TestData, parseSeed } from '../grader/seed.js';
 import { startServer } from '../grader/server.js';
 import { STATEMENT_MAX_BYTES, readStatement } from '../grader/statement.js';
-import { tempDir } from './support.js';
+import { grade } from '../grader/engine.js';
+import { openWorkspace } from '../lab/workspace.js';
+import { selectSteps } from '../steps/index.js';
+import { fixtureWorkspace, tempDir } from './support.js';
 
 test('test data is reproducible from its seed and scope, and varies with either', () => {
   const take = (seed: number, scope: string) => {
@@ -94,5 +97,25 @@ test('the statement is read within bounds: foreign lines passed over, a FIFO or 
     assert.deepEqual(readStatement(fifo), [], 'a FIFO is not read (and does not block)');
   } finally {
     tmp.remove();
+  }
+});
+
+test('a server whose fingerprint depends on the order of the fields passes step 02 with a warning, not a failure', async () => {
+  // The Node.js fixture, made to hash the body as it came instead of its parsed fields.
+  const ws = fixtureWorkspace('ok-node-server');
+  try {
+    const file = path.join(ws.dir, 'server.mjs');
+    const source = fs.readFileSync(file, 'utf8');
+    const raw = source
+      .replace('return ok ? { user: p.user, amount: p.amount } : undefined;', 'return ok ? { user: p.user, amount: p.amount, raw: body.replace(/\\s+/g, "") } : undefined;')
+      .replace('update(JSON.stringify({ amount: payment.amount, user: payment.user }))', 'update(payment.raw)');
+    assert.equal((raw.match(/payment\.raw|raw: body/g) ?? []).length, 2, 'both changes were made');
+    fs.writeFileSync(file, raw);
+    const { command } = openWorkspace(ws.dir);
+    const [result] = await grade({ workspace: ws.dir, steps: selectSteps(['02']), command });
+    assert.equal(result.status, 'pass', result.message);
+    assert.ok(result.warnings.some((w) => /same fields in another order and spacing was refused with 422: fingerprint the parsed body/.test(w)), result.warnings.join('\n'));
+  } finally {
+    ws.remove();
   }
 });
