@@ -112,6 +112,11 @@ export function markdownText(text: string): string {
     .replace(/\n/g, '<br>');
 }
 
+/** Text inside an HTML block of the summary (`<summary>`), where Markdown is not read: entities only, one line. */
+function htmlText(text: string): string {
+  return visibleControls(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/\n/g, ' ');
+}
+
 /** A table cell: one line, the text shown as written (markdownText). */
 function cell(text: string): string {
   return markdownText(text);
@@ -142,7 +147,7 @@ export function formatStepSummary(report: GradeReport): string {
   }
   for (const { result } of report.steps) {
     if (result.status === 'pass') continue;
-    lines.push('', `<details><summary>${cell(`${MARK[result.status]} ${stepName(result)}`)}: what was sent and what came back</summary>`, '');
+    lines.push('', `<details><summary>${htmlText(`${MARK[result.status]} ${stepName(result)}`)}: what was sent and what came back</summary>`, '');
     lines.push(...fenced(truncate(plainBody(result), SUMMARY_TRANSCRIPT_CHARS)), '', '</details>');
   }
   return lines.join('\n') + '\n';
