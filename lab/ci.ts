@@ -116,7 +116,7 @@ const SETUP: Step[] = [
  * (by [job id, step index]).
  */
 function emit(workflow: Record<string, unknown>, comment: string, stepComments: Array<[string, number, string]> = []): string {
-  const doc = new Document(workflow);
+  const doc = new Document(workflow, { aliasDuplicateObjects: false });
   doc.commentBefore = comment;
   visit(doc, {
     Scalar(_key, node: Scalar) {
