@@ -99,13 +99,13 @@ export function annotatedFile(result: StepResult, options: GithubOptions): strin
  * Text a student controls (a message quoting a response body, a step's file) as Markdown
  * that shows it literally, on one line: every ASCII punctuation character Markdown or its
  * GitHub extensions give a meaning (emphasis, code spans, links and images, headings,
- * lists, tables, strike-through, footnotes, math) escaped with a backslash (CommonMark: any ASCII
+ * lists, tables, strike-through, footnotes, math, bare URLs by their colon) escaped with a backslash (CommonMark: any ASCII
  * punctuation may be), `&` `<` `>` as entities so no HTML or entity is formed, newlines as
  * `<br>`, control characters shown as `\xNN`. For table cells and headings of the summary.
  */
 export function markdownText(text: string): string {
   return visibleControls(text)
-    .replace(/[\\`*_{}[\]()#+\-.!|~^$]/g, (ch) => `\\${ch}`)
+    .replace(/[\\`*_{}[\]()#+\-.!|~^$:]/g, (ch) => `\\${ch}`)
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')
     .replace(/>/g, '&gt;')
