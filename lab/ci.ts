@@ -103,7 +103,8 @@ export function shardCount(value: string | number | undefined): number {
 type Step = Record<string, unknown>;
 
 const SETUP: Step[] = [
-  { uses: 'actions/checkout@v4' },
+  // The job's token is not left in .git/config, where a student's server could read it.
+  { uses: 'actions/checkout@v4', with: { 'persist-credentials': false } },
   { uses: 'actions/setup-node@v4', with: { 'node-version': '20' } },
   { uses: 'actions/setup-python@v5', with: { 'python-version': '3.12' } },
   { name: 'Install idem-lab', run: 'npm install --global "$IDEM_LAB_PACKAGE"' },
