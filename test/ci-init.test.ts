@@ -220,6 +220,13 @@ test('the Classroom workflow\'s shell steps, run locally with GitHub\'s variable
     const points = decoded.tests.reduce((sum: number, t: { score: number }) => sum + t.score, 0);
     assert.deepEqual([decoded.status, points, decoded.max_score], ['pass', 10.5, 10.5], 'Classroom gets the weighted points');
     assert.equal(decoded.tests.find((t: { name: string }) => t.name.startsWith('05'))?.score, 3);
+    // The installed copy packs itself again: ci init works from an installed idem-lab too.
+    const again = path.join(runner.dir, 'again');
+    fs.mkdirSync(again);
+    const reinit = await execa(process.execPath, [path.join(npm.installed, 'dist', 'bin', 'idem-lab.js'), 'ci', 'init', '--dir', again], { reject: false });
+    assert.equal(reinit.exitCode, 0, reinit.stderr);
+    const list = async (file: string) => (await execa('tar', ['-tzf', file])).stdout.split('\n').sort();
+    assert.deepEqual(await list(path.join(again, '.idem-lab', tarballName())), await list(path.join(repo.dir, '.idem-lab', tarballName())), 'the same files as the original pack');
   } finally {
     repo.remove();
     runner.remove();
