@@ -328,7 +328,7 @@ export const ko: Record<MessageKey, string> = {
   'gradebook.merge.otherConfig': "{file} 파일은 {first} 파일과 다른 단계나 배점으로 채점되었습니다. 모든 샤드를 같은 --config로 채점하세요",
   'gradebook.merge.mixed': "{file} 파일은 코호트 전체의 성적부이고 나머지는 샤드입니다. 한 코호트의 샤드끼리 합치세요",
   'gradebook.merge.otherCohort': "{file} 파일은 {first} 파일과 다른 코호트의 샤드입니다(샤드 수나 작업 공간 수가 다름)",
-  'gradebook.merge.twice': "샤드 {shard}가 두 번 주어졌습니다: {file}, {other}",
+  'gradebook.merge.twice': '샤드 {shard}: 두 번 주어졌습니다({file}, {other})',
   'gradebook.merge.missing': "샤드 {shards}의 성적부가 없습니다(전체 {count}개). 모든 샤드를 합치거나 빠진 샤드를 다시 채점하세요",
   'gradebook.merge.duplicate': "{path} 작업 공간이 {other} 파일과 {file} 파일 양쪽에서 채점되었습니다",
   'gradebook.merge.unreadable': "{file} 파일을 읽을 수 없습니다: {error}",

@@ -208,6 +208,21 @@ grep -Ev '^[[:space:]]*(#|$)' ${ROSTER_FILE} | tr -d '\\r' | while read -r repo;
 done
 `;
 
+/**
+ * The sandbox step of the cohort workflow: `idem-lab grade` runs every student's server in
+ * bubblewrap and refuses to grade without it, so it is installed when missing, and Ubuntu
+ * 24.04's AppArmor rule that keeps unprivileged user namespaces from programs without a
+ * profile (which bubblewrap needs) is lifted on the throw-away runner.
+ */
+const SANDBOX_SCRIPT = `if ! command -v bwrap >/dev/null 2>&1; then
+  sudo apt-get update -q
+  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap
+fi
+if [ "$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" = "1" ]; then
+  sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0
+fi
+`;
+
 const GRADE_SCRIPT = `idem-lab grade --shard "$SHARD_INDEX/$SHARD_COUNT" --jobs 2 --config idem-lab.json \\
   --json "gradebook-shard-$SHARD_INDEX.json" submissions/*/*
 `;
@@ -216,7 +231,8 @@ const MERGE_SCRIPT = `idem-lab gradebook merge shards/*.json --json gradebook.js
 `;
 
 /**
- * The instructor's cohort workflow: on workflow_dispatch, `shards` matrix jobs each clone
+ * The instructor's cohort workflow: on workflow_dispatch, `shards` matrix jobs each install
+ * the sandbox (bubblewrap), clone
  * the repositories of roster.txt (with the IDEM_LAB_TOKEN secret when set), grade their
  * slice with `idem-lab grade --shard K/N --config idem-lab.json` and upload its gradebook;
  * a last job merges them with `idem-lab gradebook merge` and uploads gradebook.json and
@@ -242,6 +258,7 @@ export function cohortWorkflowText(options: Pick<CiInitOptions, 'package' | 'sha
         env: { SHARD_INDEX: '${{ matrix.shard }}', SHARD_COUNT: String(shards) },
         steps: [
           ...SETUP,
+          { name: 'Install the sandbox', run: SANDBOX_SCRIPT },
           { name: "Clone the students' repositories", env: { IDEM_LAB_TOKEN: '${{ secrets.IDEM_LAB_TOKEN }}', IDEM_LAB_GIT_BASE: '${{ github.server_url }}' }, run: CLONE_SCRIPT },
           { name: 'Grade this shard', run: GRADE_SCRIPT },
           upload('gradebook-shard-${{ matrix.shard }}', 'gradebook-shard-${{ matrix.shard }}.json'),

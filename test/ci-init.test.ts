@@ -135,7 +135,7 @@ test('the npm package: the files allow-list ships the command line and the lab, 
   for (const needed of ['package.json', 'dist/bin/idem-lab.js', 'dist/grader/engine.js', 'dist/lab/ci.js', 'dist/steps/index.js', 'dist/i18n/ko.js', 'lab/server.py', 'lab/probe.sh', 'lab/ledger.sh', 'lab/LAB.en.md', 'lab/LAB.ko.md', 'lab/LAB.zh.md', 'docs/instructors.md']) {
     assert.ok(files.includes(needed), `ships ${needed}`);
   }
-  const leaked = files.filter((f) => /(^|\/)(fixtures|test|bench)\//.test(f) || /reference|solutions/.test(f) || f.endsWith('.ts') || f === 'tsconfig.json');
+  const leaked = files.filter((f) => /(^|\/)(fixtures|test|bench|answers)\//.test(f) || /reference|solutions/.test(f) || f.endsWith('.ts') || f === 'tsconfig.json');
   assert.deepEqual(leaked, [], 'no fixtures, reference solution or answers, tests or sources');
   // Every module the shipped code imports is shipped.
   for (const file of files.filter((f) => f.endsWith('.js'))) {

@@ -148,8 +148,8 @@ test('the cohort workflow, its shell steps run locally: two shards on the matrix
   for (const shard of [1, 2]) {
     checkout();
     const runs = await runJob(workflow, 'grade', { workspace: work, path: npm.path, expressions: { ...expressions, 'matrix.shard': String(shard) }, env: { IDEM_LAB_START_TIMEOUT_MS: '4000' } });
-    assert.deepEqual(runs.map((r) => r.step.name), ['Install idem-lab', "Clone the students' repositories", 'Grade this shard']);
-    const [, clone, grade] = runs;
+    assert.deepEqual(runs.map((r) => [r.step.name, r.exitCode === 0 || r.step.name === 'Grade this shard']), [['Install idem-lab', true], ['Install the sandbox', true], ["Clone the students' repositories", true], ['Grade this shard', true]], runs.map((r) => r.stderr).join('\n'));
+    const [, , clone, grade] = runs;
     assert.equal(clone.exitCode, 0, clone.stderr);
     assert.match(clone.stdout, /::warning title=idem-lab::could not clone class\/gone/);
     assert.match(clone.stdout, /::warning title=idem-lab::roster\.txt: not a repository owner\/name, skipped: \.\.\/escape/);
