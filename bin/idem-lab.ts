@@ -126,8 +126,20 @@ program
   .option('--json <file>', "write the gradebook as JSON, with every student's results")
   .option('--config <file>', 'grading config with "points" and "required" for every student (default: 1 point each, all required)')
   .option('--timeout <seconds>', 'how long one workspace may take before it is cut off as an error', '180')
+  .option('--shard <k/n>', t('help.grade.shard'))
   .addHelpText('after', '\nExit codes: 0 every workspace was graded, 1 some could not be (error rows), 2 usage error.')
   .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
+
+program
+  .command('gradebook')
+  .description(t('help.gradebook'))
+  .command('merge')
+  .description(t('help.gradebook.merge'))
+  .argument('<files...>', t('help.gradebook.merge.files'))
+  .option('--json <file>', t('help.gradebook.merge.json'))
+  .option('--csv <file>', t('help.gradebook.merge.csv'))
+  .addHelpText('after', `\n${t('help.gradebook.merge.exit')}`)
+  .action((files, opts) => run(async () => (await cohort()).mergeCommand(files, opts))());
 
 program
   .command('ci')
@@ -136,7 +148,9 @@ program
   .description('write a GitHub Actions workflow (and idem-lab.json) into a student template repository')
   .option('--dir <dir>', 'the template repository (default: the current directory)')
   .option('--classroom', "add GitHub Classroom's autograding reporter step")
-  .option('--package <spec>', 'what the workflow installs with npm install --global (default: this version of idem-lab)')
+  .option('--package <spec>', t('help.ci.package'))
+  .option('--cohort', t('help.ci.cohort'))
+  .option('--shards <n>', t('help.ci.shards'))
   .option('--force', 'replace an existing .github/workflows/idem-lab.yml')
   .action((opts) => run(async () => (await ci()).ciInitCommand(opts))());
 

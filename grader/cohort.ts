@@ -8,6 +8,7 @@
  * start time limit once (stopAfterStartFailure), and a whole workspace is cut off after
  * `timeoutMs`, its servers stopped.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { grade } from './engine.js';
@@ -19,6 +20,7 @@ import { stepName } from './reporters/plain.js';
 import { resolveInterpreter, type ServerCommand } from './server.js';
 import type { Status } from './types.js';
 import { openWorkspace } from '../lab/workspace.js';
+import { t } from '../i18n/index.js';
 import type { Step } from '../steps/types.js';
 
 /** How long one workspace may take to grade by default, in ms. */
@@ -40,6 +42,18 @@ export interface CohortOptions {
   onStart?(student: string, running: number): void;
   /** Called with each row as soon as its workspace is graded; `done` counts finished rows. */
   onRow?(row: GradebookRow, done: number): void;
+  /** The rows' names, one per dir (default: studentNames(dirs)); a shard passes the names computed over the whole cohort. */
+  names?: readonly string[];
+  /** Which slice of the cohort this is (`grade --shard K/N`); absent for a whole cohort. */
+  shard?: Shard;
+}
+
+/** One slice of a cohort: the `index`-th (from 1) of `count` slices of `total` workspaces. */
+export interface Shard {
+  index: number;
+  count: number;
+  /** How many workspaces the whole cohort has. */
+  total: number;
 }
 
 /** One student's row. */
@@ -73,6 +87,8 @@ export interface Gradebook {
   ms: number;
   /** When grading started. */
   startedAt: Date;
+  /** The slice of the cohort graded, when this is one shard. */
+  shard?: Shard;
 }
 
 /**
@@ -151,7 +167,7 @@ export async function gradeCohort(options: CohortOptions): Promise<Gradebook> {
   const startedAt = new Date();
   const started = performance.now();
   const jobs = Math.max(1, Math.floor(options.jobs ?? 1));
-  const names = studentNames(options.dirs);
+  const names = options.names ?? studentNames(options.dirs);
   const rows: GradebookRow[] = new Array(options.dirs.length);
   let next = 0;
   let done = 0;
@@ -174,7 +190,38 @@ export async function gradeCohort(options: CohortOptions): Promise<Gradebook> {
     jobs,
     ms: Math.round(performance.now() - started),
     startedAt,
+    ...(options.shard ? { shard: options.shard } : {}),
   };
+}
+
+/**
+ * Parses `--shard K/N`: the K-th (1 ≤ K ≤ N) of N slices.
+ * @throws SetupError when `text` is not two whole numbers K/N with 1 ≤ K ≤ N
+ */
+export function parseShard(text: string): { index: number; count: number } {
+  const m = /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(text);
+  const index = m ? Number(m[1]) : NaN;
+  const count = m ? Number(m[2]) : NaN;
+  if (!m || count < 1 || index < 1 || index > count) throw new SetupError(t('cohort.shard.bad', { value: text }));
+  return { index, count };
+}
+
+/**
+ * The K-th of N slices of a cohort, in a stable order: the folders sorted by absolute path
+ * (code-unit order, the same on every machine and locale, whatever order a shell glob gave),
+ * cut into N contiguous slices whose sizes differ by at most one (slice K holds the indices
+ * from floor((K-1)·L/N) up to floor(K·L/N)). Row names are computed over the whole cohort,
+ * so a shard's rows are named as in one run over all. A slice may be empty (N > L).
+ */
+export function shardOf(dirs: readonly string[], shard: { index: number; count: number }, cwd = process.cwd()): { dirs: string[]; names: string[] } {
+  const names = studentNames(dirs, cwd);
+  const order = dirs
+    .map((dir, i) => ({ dir, name: names[i], key: path.resolve(cwd, dir) }))
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const from = Math.floor(((shard.index - 1) * order.length) / shard.count);
+  const to = Math.floor((shard.index * order.length) / shard.count);
+  const slice = order.slice(from, to);
+  return { dirs: slice.map((e) => e.dir), names: slice.map((e) => e.name) };
 }
 
 /** A text cell a spreadsheet would not run as a formula (OWASP: a leading = + - @ tab or CR gets a quote). */
@@ -183,25 +230,27 @@ function safeCell(text: string): string {
 }
 
 /** The columns of the CSV gradebook: student, path, status, one per step (`02-replay`), score, max_score, first_failure. */
-export function gradebookColumns(book: Gradebook): string[] {
+export function gradebookColumns(book: Pick<Gradebook, 'steps'>): string[] {
   return ['student', 'path', 'status', ...book.steps.map((s) => `${s.id}-${s.slug}`), 'score', 'max_score', 'first_failure'];
 }
 
 /**
  * The gradebook as CSV (RFC 4180, header line first): one row per student, one column per
  * step holding pass, fail, error or '' (not graded), the score and the first failure.
+ * Takes a gradebook or its JSON form (a merged one, see mergeGradebooks).
  */
-export function gradebookCsv(book: Gradebook): string {
-  const records = book.rows.map((row) => [
+export function gradebookCsv(book: Gradebook | GradebookJson): string {
+  const json = 'rows' in book ? gradebookJson(book) : book;
+  const records = json.students.map((row) => [
     safeCell(row.student),
     safeCell(row.path),
     row.status,
-    ...book.steps.map((s) => row.steps[s.id] ?? ''),
+    ...json.steps.map((s) => row.steps[s.id]?.status ?? ''),
     formatPoints(row.score),
-    formatPoints(row.maxScore),
-    safeCell(row.firstFailure.replace(/\s*\n\s*/g, ' ')),
+    formatPoints(row.max_score),
+    safeCell(row.first_failure.replace(/\s*\n\s*/g, ' ')),
   ]);
-  return stringify(records, { header: true, columns: gradebookColumns(book) });
+  return stringify(records, { header: true, columns: gradebookColumns(json) });
 }
 
 /** One student in the JSON gradebook. */
@@ -228,6 +277,10 @@ export interface GradebookJson {
   max_score: number;
   steps: Gradebook['steps'];
   students: GradebookJsonStudent[];
+  /** The slice of the cohort this gradebook holds (`grade --shard K/N`); absent for a whole cohort or a merged one. */
+  shard?: Shard;
+  /** How many shards a merged gradebook was joined from (`gradebook merge`). */
+  merged_from?: number;
 }
 
 /** The gradebook as a JSON object (see GradebookJson). */
@@ -250,7 +303,131 @@ export function gradebookJson(book: Gradebook): GradebookJson {
       steps: Object.fromEntries(row.report.steps.map((s) => [s.result.id, { status: s.result.status, score: s.score }])),
       results: resultsFile(row.report),
     })),
+    ...(book.shard ? { shard: book.shard } : {}),
   };
+}
+
+/** Code-unit order of two strings: the same on every machine and in every locale. */
+function byCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * Checks that `value` (parsed from `file`) looks like a JSON gradebook of `idem-lab grade`.
+ * @throws SetupError naming the file and what is wrong
+ */
+function asGradebookJson(value: unknown, file: string): GradebookJson {
+  const book = value as Partial<GradebookJson> | null;
+  const ok =
+    book !== null &&
+    typeof book === 'object' &&
+    book.version === 1 &&
+    Array.isArray(book.steps) &&
+    Array.isArray(book.students) &&
+    typeof book.max_score === 'number' &&
+    book.students.every((s) => s !== null && typeof s === 'object' && typeof s.path === 'string' && typeof s.student === 'string');
+  if (!ok) throw new SetupError(t('gradebook.merge.notGradebook', { file }));
+  return book as GradebookJson;
+}
+
+/**
+ * Joins the JSON gradebooks of the shards of one cohort (`idem-lab grade --shard K/N
+ * --json FILE`, one per K) into the gradebook one run over the whole cohort would write:
+ * the students in the shards' order (by absolute path), the same steps, points and
+ * max_score; `started_at` the earliest, `ms` the longest shard (they run side by side),
+ * `jobs` the largest. Gradebooks without a `shard` (whole runs) are joined as they are.
+ * @param books each gradebook with the file it came from (for messages)
+ * @throws SetupError when a file is not a gradebook, the shards were graded with other
+ *   steps or points, a shard is missing or given twice, or a student is in two of them
+ */
+export function mergeGradebooks(books: ReadonlyArray<{ file: string; book: unknown }>): GradebookJson {
+  if (books.length === 0) throw new SetupError(t('gradebook.merge.none'));
+  const parsed = books.map(({ file, book }) => ({ file, book: asGradebookJson(book, file) }));
+  const [first] = parsed;
+  for (const { file, book } of parsed.slice(1)) {
+    if (JSON.stringify(book.steps) !== JSON.stringify(first.book.steps) || book.max_score !== first.book.max_score) {
+      throw new SetupError(t('gradebook.merge.otherConfig', { file, first: first.file }));
+    }
+  }
+  const sharded = parsed.filter((p) => p.book.shard !== undefined);
+  if (sharded.length > 0) {
+    if (sharded.length !== parsed.length) throw new SetupError(t('gradebook.merge.mixed', { file: parsed.find((p) => p.book.shard === undefined)?.file ?? '' }));
+    const { count, total } = first.book.shard as Shard;
+    const seen = new Map<number, string>();
+    for (const { file, book } of parsed) {
+      const shard = book.shard as Shard;
+      if (shard.count !== count || shard.total !== total) throw new SetupError(t('gradebook.merge.otherCohort', { file, first: first.file }));
+      const twice = seen.get(shard.index);
+      if (twice !== undefined) throw new SetupError(t('gradebook.merge.twice', { shard: `${shard.index}/${count}`, file, other: twice }));
+      seen.set(shard.index, file);
+    }
+    const missing = Array.from({ length: count }, (_, i) => i + 1).filter((i) => !seen.has(i));
+    if (missing.length > 0) throw new SetupError(t('gradebook.merge.missing', { shards: missing.map((i) => `${i}/${count}`).join(', '), count }));
+  }
+  const students = parsed.flatMap((p) => p.book.students.map((s) => ({ s, file: p.file })));
+  const where = new Map<string, string>();
+  for (const { s, file } of students) {
+    const other = where.get(s.path);
+    if (other !== undefined) throw new SetupError(t('gradebook.merge.duplicate', { path: s.path, file, other }));
+    where.set(s.path, file);
+  }
+  return {
+    version: 1,
+    started_at: parsed.map((p) => p.book.started_at).sort(byCodeUnits)[0],
+    ms: Math.max(...parsed.map((p) => p.book.ms)),
+    jobs: Math.max(...parsed.map((p) => p.book.jobs)),
+    max_score: first.book.max_score,
+    steps: first.book.steps,
+    students: students.map((e) => e.s).sort((a, b) => byCodeUnits(a.path, b.path)),
+    merged_from: parsed.length,
+  };
+}
+
+/**
+ * Reads and merges gradebook files (see mergeGradebooks).
+ * @throws SetupError when a file cannot be read or is not JSON, and as mergeGradebooks
+ */
+export function readAndMergeGradebooks(files: readonly string[]): GradebookJson {
+  return mergeGradebooks(
+    files.map((file) => {
+      let text: string;
+      try {
+        text = fs.readFileSync(file, 'utf8');
+      } catch (err) {
+        throw new SetupError(t('gradebook.merge.unreadable', { file, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message }));
+      }
+      try {
+        return { file, book: JSON.parse(text) as unknown };
+      } catch (err) {
+        throw new SetupError(t('gradebook.merge.notJson', { file, error: (err as Error).message }));
+      }
+    }),
+  );
+}
+
+/** The rows formatGradebook shows, from a JSON gradebook (a merged one). */
+export function tableOf(json: GradebookJson): TableBook {
+  return {
+    steps: json.steps,
+    ms: json.ms,
+    jobs: json.jobs,
+    rows: json.students.map((s) => ({
+      student: s.student,
+      status: s.status,
+      steps: Object.fromEntries(Object.entries(s.steps).map(([id, v]) => [id, v.status])),
+      score: s.score,
+      maxScore: s.max_score,
+      firstFailure: s.first_failure,
+    })),
+  };
+}
+
+/** What formatGradebook shows: a gradebook, or one read back from JSON (tableOf). */
+export interface TableBook {
+  steps: Gradebook['steps'];
+  rows: ReadonlyArray<Pick<GradebookRow, 'student' | 'status' | 'steps' | 'score' | 'maxScore' | 'firstFailure'>>;
+  ms: number;
+  jobs: number;
 }
 
 const MARK: Record<Status, string> = { pass: '✓', fail: '✗', error: '!' };
@@ -259,7 +436,7 @@ const MARK: Record<Status, string> = { pass: '✓', fail: '✗', error: '!' };
  * The gradebook as a terminal table: student, status, a mark per step, score, and the
  * first failure cut to `width` characters in all.
  */
-export function formatGradebook(book: Gradebook, width = 120): string {
+export function formatGradebook(book: TableBook, width = 120): string {
   const nameWidth = Math.max(7, ...book.rows.map((r) => r.student.length));
   const scoreWidth = Math.max(5, ...book.rows.map((r) => `${formatPoints(r.score)}/${formatPoints(r.maxScore)}`.length));
   const header = `${'student'.padEnd(nameWidth)}  status  ${book.steps.map((s) => s.id).join(' ')}  ${'score'.padEnd(scoreWidth)}  first failure`;

@@ -6,7 +6,19 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { formatGradebook, gradebookCsv, gradebookJson, gradeCohort, DEFAULT_WORKSPACE_TIMEOUT_MS, type GradebookRow } from './cohort.js';
+import {
+  formatGradebook,
+  gradebookCsv,
+  gradebookJson,
+  gradeCohort,
+  parseShard,
+  readAndMergeGradebooks,
+  shardOf,
+  tableOf,
+  DEFAULT_WORKSPACE_TIMEOUT_MS,
+  type GradebookRow,
+} from './cohort.js';
+import { t } from '../i18n/index.js';
 import { SetupError } from './failure.js';
 import { defaultGradingConfig, formatPoints, readGradingConfig } from './grading.js';
 import { limits } from './limits.js';
@@ -25,6 +37,8 @@ export interface GradeCommandOptions {
   config?: string;
   /** --timeout SECONDS: how long one workspace may take before it is cut off (an error row). */
   timeout?: string;
+  /** --shard K/N: grade only the K-th of N slices of the folders (see shardOf); the gradebook records the slice. */
+  shard?: string;
 }
 
 /** Exit codes of `idem-lab grade`. */
@@ -92,17 +106,56 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   const jobs = wholeNumber(options.jobs, '--jobs', 1);
   const timeoutMs = Math.round(wholeNumber(options.timeout, '--timeout', DEFAULT_WORKSPACE_TIMEOUT_MS / 1000, 0.001) * 1000);
   const config = options.config ? readGradingConfig(options.config) : defaultGradingConfig();
+  const shard = options.shard === undefined ? undefined : parseShard(options.shard);
+  const slice = shard ? shardOf(dirs, shard) : { dirs, names: undefined };
   try {
     limits();
   } catch (err) {
     throw new SetupError((err as Error).message);
   }
   installExitHooks();
-  const shown = cohortProgress(dirs.length);
-  const book = await gradeCohort({ dirs, steps: STEPS, config, jobs, timeoutMs, onStart: shown.start, onRow: shown.row });
+  if (shard) console.error(t('cohort.shard.slice', { shard: `${shard.index}/${shard.count}`, count: slice.dirs.length, total: dirs.length }));
+  const shown = cohortProgress(slice.dirs.length);
+  const book = await gradeCohort({
+    dirs: slice.dirs,
+    names: slice.names,
+    steps: STEPS,
+    config,
+    jobs,
+    timeoutMs,
+    onStart: shown.start,
+    onRow: shown.row,
+    ...(shard ? { shard: { ...shard, total: dirs.length } } : {}),
+  });
   shown.end();
   console.log(formatGradebook(book, process.stdout.columns || 120));
   if (options.csv) write(options.csv, gradebookCsv(book));
   if (options.json) write(options.json, JSON.stringify(gradebookJson(book), null, 2) + '\n');
   return book.rows.some((r) => r.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;
+}
+
+/** Options of `idem-lab gradebook merge`. */
+export interface MergeCommandOptions {
+  /** --json FILE: the merged gradebook as JSON. */
+  json?: string;
+  /** --csv FILE: the merged gradebook as CSV. */
+  csv?: string;
+}
+
+/**
+ * `idem-lab gradebook merge FILE...`: joins the JSON gradebooks of a cohort's shards into
+ * one (see mergeGradebooks), prints its table and writes it as JSON and CSV when asked.
+ * Exit code: 0 merged and every workspace graded, 1 merged with error rows (as `grade`),
+ * 2 a usage error (nothing written): a file that is not a gradebook, a shard missing or
+ * given twice, shards graded with other points.
+ * @throws SetupError for the usage errors
+ */
+export function mergeCommand(files: string[], options: MergeCommandOptions): number {
+  if (files.length === 0) throw new SetupError(t('gradebook.merge.none'));
+  const merged = readAndMergeGradebooks(files);
+  console.log(formatGradebook(tableOf(merged), process.stdout.columns || 120));
+  console.error(t('gradebook.merge.done', { files: files.length, count: merged.students.length }));
+  if (options.json) write(options.json, JSON.stringify(merged, null, 2) + '\n');
+  if (options.csv) write(options.csv, gradebookCsv(merged));
+  return merged.students.some((s) => s.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;
 }

@@ -15,15 +15,19 @@ import { Parser } from 'tap-parser';
 import { grade } from '../grader/engine.js';
 import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
 import { defaultGradingConfig, parseGradingConfig, scoreResults, setupErrorReport, type GradeReport } from '../grader/grading.js';
-import { formatJson } from '../grader/reporters/json.js';
-import { formatJunit } from '../grader/reporters/junit.js';
+import { formatJson, learnerOutput, resultsStatus } from '../grader/reporters/json.js';
+import { formatJunit, testcaseFile } from '../grader/reporters/junit.js';
 import { formatTap } from '../grader/reporters/tap.js';
-import { escapeData, formatGithub } from '../grader/reporters/github.js';
+import { escapeData, formatGithub, formatStepSummary, markdownText } from '../grader/reporters/github.js';
 import { stepName, visibleControls } from '../grader/reporters/plain.js';
 import { chooseReporters } from '../grader/reporters/index.js';
 import type { StepResult } from '../grader/types.js';
 import { STEPS } from '../steps/index.js';
-import { fixtureWorkspace } from './support.js';
+import { fixtureWorkspace, tempDir } from './support.js';
+import { execa } from 'execa';
+import fs from 'node:fs';
+import path from 'node:path';
+import { PACKAGE_ROOT } from '../lab/paths.js';
 import { CLASSROOM_SCHEMA, RESULTS_SCHEMA, misbehavingWorkspace, verdict } from './ci-support.js';
 
 const ajv = new Ajv({ allErrors: true });
@@ -72,7 +76,12 @@ test('json: results.json matches the schema and every test its verdict and point
   for (const [name, report] of reports()) {
     const parsed = JSON.parse(formatJson(report));
     assert.ok(validResults(parsed), `${name}: ${ajv.errorsText(validResults.errors)}`);
-    assert.equal(parsed.status, report.status, name);
+    assert.equal(parsed.status, resultsStatus(report), name);
+    const statuses = report.steps.map((s) => s.result.status);
+    assert.equal(parsed.status, statuses.every((x) => x === 'error') ? 'error' : statuses.every((x) => x === 'pass') ? 'pass' : 'fail', `${name}: error only when every test errored`);
+    for (const t of parsed.tests as Array<{ output?: string }>) {
+      if (t.output !== undefined) assert.doesNotMatch(t.output, /^\[server [A-Z], port \d+\]$/m, `${name}: output holds only what the server printed`);
+    }
     assert.equal(parsed.score, report.score);
     assert.equal(parsed.max_score, report.maxScore);
     assert.deepEqual(
@@ -87,10 +96,69 @@ test('json: results.json matches the schema and every test its verdict and point
   const weighted = JSON.parse(formatJson(reports()[1][1]));
   assert.deepEqual([weighted.score, weighted.max_score], [1 + 1 + 0.5, 1 + 2 + 1 + 1 + 3 + 1 + 1 + 0.5], '01, 07 and 08 pass');
   const forgedJson = JSON.parse(formatJson(reports()[2][1]));
-  assert.equal(forgedJson.status, 'error');
-  assert.match(forgedJson.message, /^The server could not start, so its steps could not be checked\. server\.py exited during start-up \(exit code 3\)/);
+  assert.deepEqual([forgedJson.status, forgedJson.message], ['fail', null], 'a server that cannot start fails its tests; the file tests were graded, so the run is no error');
+  assert.match(forgedJson.tests[1].message, /server\.py exited during start-up \(exit code 3\)/);
+  assert.match(forgedJson.tests[1].output, /::add-mask::secret/, 'the server\'s own output');
+  const oneError = JSON.parse(formatJson(reports()[3][1]));
+  assert.deepEqual([oneError.status, oneError.message], ['fail', null], 'one test in error, one passed: fail');
   const setup = JSON.parse(formatJson(reports()[4][1]));
   assert.deepEqual([setup.status, setup.message, setup.tests.length, setup.score, setup.max_score], ['error', 'no workspace at /x: there is no server.py', 3, 0, 3]);
+});
+
+test('json: output is only the server\'s text, its last 500 characters, nothing added', () => {
+  assert.equal(learnerOutput('[server A, port 8123]\nhello\n[server B, port 8124]\nworld\n'), 'hello\nworld');
+  const long = 'x'.repeat(400) + '\n' + 'y'.repeat(400);
+  assert.equal(learnerOutput(long), long.slice(-500));
+  assert.equal(learnerOutput(long).length, 500);
+  const report = scoreResults([verdict('02', 'fail', 'no', { serverOutput: `[server A, port 9]\n${long}` })], defaultGradingConfig());
+  assert.equal(JSON.parse(formatJson(report)).tests[0].output, long.slice(-500));
+});
+
+/**
+ * Validates JUnit XML with xmllint against Surefire's schema (../shared/schemas), as is,
+ * after taking out the `file` attributes (the one attribute Surefire does not declare);
+ * and the whole document against the same schema with `file` declared on <testcase>.
+ * Returns xmllint's complaints, '' when valid both ways.
+ */
+async function surefireErrors(xml: string): Promise<string> {
+  const xsd = path.resolve(PACKAGE_ROOT, '..', 'shared', 'schemas', 'surefire-test-report-3.0.2.xsd');
+  const schema = fs.existsSync(xsd) ? xsd : '/work/shared/schemas/surefire-test-report-3.0.2.xsd';
+  const tmp = tempDir('idem-lab-junit-');
+  try {
+    const withFile = path.join(tmp.dir, 'with-file.xsd');
+    const text = fs.readFileSync(schema, 'utf8');
+    const anchor = '<xs:attribute name="classname" type="xs:string"/>';
+    assert.ok(text.includes(anchor), 'the schema declares testcase classname');
+    fs.writeFileSync(withFile, text.replace(anchor, `${anchor}<xs:attribute name="file" type="xs:string"/>`));
+    fs.writeFileSync(path.join(tmp.dir, 'report.xml'), xml);
+    fs.writeFileSync(path.join(tmp.dir, 'plain.xml'), xml.replace(/ file="[^"]*"/g, ''));
+    const problems: string[] = [];
+    for (const [file, xsdFile] of [['plain.xml', schema], ['report.xml', withFile]]) {
+      const run = await execa('xmllint', ['--noout', '--schema', xsdFile, path.join(tmp.dir, file)], { reject: false });
+      if (run.exitCode !== 0) problems.push(`${file}: ${run.stderr}`);
+    }
+    return problems.join('\n');
+  } finally {
+    tmp.remove();
+  }
+}
+
+test('junit: valid against Surefire\'s report schema (xmllint), file names the answer file or server.py from the repository root', async () => {
+  for (const [name, report] of reports()) {
+    assert.equal(await surefireErrors(formatJunit(report, { timestamp: new Date('2026-01-02T03:04:05Z'), workspacePath: 'lab', serverFile: 'server.py' })), '', name);
+    assert.equal(await surefireErrors(formatJunit(report)), '', `${name}, no timestamp`);
+  }
+  const parser = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '', isArray: (tag) => tag === 'testcase' });
+  const suite = parser.parse(formatJunit(reports()[0][1], { workspacePath: 'labs/alice', serverFile: 'server.py' })).testsuite;
+  assert.deepEqual(
+    suite.testcase.map((tc: { file: string }) => tc.file),
+    ['labs/alice/01-duplicate.txt', 'labs/alice/server.py', 'labs/alice/server.py', 'labs/alice/server.py', 'labs/alice/server.py', 'labs/alice/server.py', 'labs/alice/07-retry.md', 'labs/alice/08-notes.md'],
+    'live failures point at server.py, file steps at their file',
+  );
+  assert.equal(testcaseFile(verdict('03', 'fail', 'x', { failedPart: 'file' }), { workspacePath: '' }), '03-nokey.txt');
+  assert.equal(testcaseFile(verdict('02', 'pass')), 'server.py');
+  const invalid = await surefireErrors('<testsuites><testsuite name="x" tests="0" errors="0" failures="0" skipped="0"/></testsuites>');
+  assert.match(invalid, /testsuites/, 'the check can fail: a <testsuites> root is not Surefire\'s');
 });
 
 test('junit: well-formed XML with one testcase per step, failures carrying the message and the transcript', () => {
@@ -99,8 +167,8 @@ test('junit: well-formed XML with one testcase per step, failures carrying the m
     const xml = formatJunit(report, { timestamp: new Date('2026-01-02T03:04:05Z') });
     assert.equal(XMLValidator.validate(xml), true, `${name}: well-formed`);
     const doc = parser.parse(xml);
-    assert.equal(doc.testsuites.testsuite.length, 1);
-    const suite = doc.testsuites.testsuite[0];
+    assert.equal(doc.testsuite.length, 1, 'one suite, the root');
+    const suite = doc.testsuite[0];
     assert.equal(suite.timestamp, '2026-01-02T03:04:05');
     assert.equal(Number(suite.tests), report.steps.length, name);
     assert.equal(Number(suite.failures), report.steps.filter((s) => s.result.status === 'fail').length);
@@ -125,14 +193,14 @@ test('junit: well-formed XML with one testcase per step, failures carrying the m
       }
     });
   }
-  const forgedSuite = parser.parse(formatJunit(reports()[2][1])).testsuites.testsuite[0];
+  const forgedSuite = parser.parse(formatJunit(reports()[2][1])).testsuite[0];
   const text = forgedSuite.testcase[1].failure['#text'] as string;
   assert.match(text, /<\/failure><\/testcase><testcase name="forged"\/><!\[CDATA\[ \]\]>/, 'markup from the server is text');
   assert.match(text, /\\x1b\[31mred\\x1b\[0m nul:\\x00 bell:\\x07/, 'control characters are shown, not embedded');
-  const starterSuite = parser.parse(formatJunit(reports()[0][1])).testsuites.testsuite[0];
+  const starterSuite = parser.parse(formatJunit(reports()[0][1])).testsuite[0];
   assert.match(starterSuite.testcase[1].failure['#text'], /What was sent and what came back:/);
-  assert.equal(starterSuite.testcase[1].file, undefined, '02 has no learner file');
-  assert.equal(starterSuite.testcase[2].file, '03-nokey.txt');
+  assert.equal(starterSuite.testcase[1].file, 'server.py', '02 has no learner file: its file is the server');
+  assert.equal(starterSuite.testcase[0].file, '01-duplicate.txt');
 });
 
 test('tap: valid TAP 13 with one test point per step and its points in the YAML block', () => {
@@ -253,6 +321,36 @@ test('github: the job summary is a Markdown table, one row per step, transcripts
   assert.equal(code.length, 5, 'one transcript per failed step');
   assert.match(code[0].text, /```\n {2}\\x1b\[31mred/, 'a fence in the server output does not close the block');
   assert.match(code[0].text, /\| forged \| table \| row \|/);
+});
+
+test('github: the job summary shows a hostile student string as written: no link, code, HTML, row or line of its own', () => {
+  const hostile = 'a | b | c\n| x | y |\n`code` ``` <script>alert(1)</script> [x](javascript:alert(1)) ![i](https://e.test/i.png) **bold** _it_ ~~s~~ # h &amp; &#60; \\| end';
+  const report = scoreResults([verdict('03', 'fail', hostile, { failedPart: 'file' }), verdict('04', 'error', hostile)], defaultGradingConfig());
+  const tokens = marked.lexer(formatStepSummary(report));
+  const table = tokens.find((t): t is Tokens.Table => t.type === 'table');
+  assert.ok(table);
+  assert.equal(table.rows.length, 2, 'no forged row');
+  const kinds = new Set<string>();
+  const walk = (list: Tokens.Generic[] | undefined) => {
+    for (const token of list ?? []) {
+      kinds.add(token.type === 'html' ? `html:${token.raw}` : token.type);
+      walk(token.tokens as Tokens.Generic[] | undefined);
+    }
+  };
+  for (const row of table.rows) {
+    assert.equal(row.length, 5, 'no forged column');
+    walk(row[4].tokens as Tokens.Generic[]);
+  }
+  assert.deepEqual([...kinds].sort(), ['escape', 'html:<br>', 'text'], 'only text, escapes and our own line breaks');
+  const html = marked.parse(formatStepSummary(report)) as string;
+  assert.doesNotMatch(html, /<script|<a |<img|<em>|<del>|<h1/, 'nothing rendered as markup');
+  const cell = /<td>([^]*?)<\/td>/g;
+  const cells = [...html.matchAll(cell)].map((m) => m[1]);
+  for (const c of cells) assert.doesNotMatch(c, /<(?!br>)/, `a cell holds no markup but <br>: ${c}`);
+  assert.match(html, /<summary>✗ 03 nokey: Refuse/, 'the details\' summary, an HTML block, shows its text without Markdown escapes');
+  const shown = cells[4].replace(/<br>/g, '\n').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&');
+  assert.equal(shown, hostile, 'the text reads back exactly');
+  assert.equal(markdownText('a\nb'), 'a<br>b');
 });
 
 test('github: the Classroom result decodes to the autograding reporter format', () => {

@@ -95,14 +95,31 @@ export function annotatedFile(result: StepResult, options: GithubOptions): strin
   return path.posix.join(options.workspacePath ?? '', file);
 }
 
-/** A table cell: one line, no markup but the text's own Markdown. */
-function cell(text: string): string {
+/**
+ * Text a student controls (a message quoting a response body, a step's file) as Markdown
+ * that shows it literally, on one line: every ASCII punctuation character Markdown or its
+ * GitHub extensions give a meaning (emphasis, code spans, links and images, headings,
+ * lists, tables, strike-through, footnotes, math, bare URLs by their colon) escaped with a backslash (CommonMark: any ASCII
+ * punctuation may be), `&` `<` `>` as entities so no HTML or entity is formed, newlines as
+ * `<br>`, control characters shown as `\xNN`. For table cells and headings of the summary.
+ */
+export function markdownText(text: string): string {
   return visibleControls(text)
+    .replace(/[\\`*_{}[\]()#+\-.!|~^$:]/g, (ch) => `\\${ch}`)
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')
     .replace(/>/g, '&gt;')
-    .replace(/\|/g, '\\|')
     .replace(/\n/g, '<br>');
+}
+
+/** Text inside an HTML block of the summary (`<summary>`), where Markdown is not read: entities only, one line. */
+function htmlText(text: string): string {
+  return visibleControls(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/\n/g, ' ');
+}
+
+/** A table cell: one line, the text shown as written (markdownText). */
+function cell(text: string): string {
+  return markdownText(text);
 }
 
 /** A fenced code block that `text` cannot close early. */
@@ -130,7 +147,7 @@ export function formatStepSummary(report: GradeReport): string {
   }
   for (const { result } of report.steps) {
     if (result.status === 'pass') continue;
-    lines.push('', `<details><summary>${cell(`${MARK[result.status]} ${stepName(result)}`)}: what was sent and what came back</summary>`, '');
+    lines.push('', `<details><summary>${htmlText(`${MARK[result.status]} ${stepName(result)}`)}: what was sent and what came back</summary>`, '');
     lines.push(...fenced(truncate(plainBody(result), SUMMARY_TRANSCRIPT_CHARS)), '', '</details>');
   }
   return lines.join('\n') + '\n';

@@ -116,10 +116,10 @@ function appendFile(file: string, text: string): void {
   }
 }
 
-/** The document of a json, junit or tap reporter. */
-export function formatDocument(name: 'json' | 'junit' | 'tap', report: GradeReport): string {
+/** The document of a json, junit or tap reporter; `paths` (the github reporter's options) say where junit's `file` attributes point. */
+export function formatDocument(name: 'json' | 'junit' | 'tap', report: GradeReport, paths: GithubOptions = {}): string {
   if (name === 'json') return formatJson(report);
-  if (name === 'junit') return formatJunit(report, { timestamp: new Date() });
+  if (name === 'junit') return formatJunit(report, { timestamp: new Date(), workspacePath: paths.workspacePath, serverFile: paths.serverFile });
   return formatTap(report);
 }
 
@@ -149,7 +149,7 @@ export function writeReports(report: GradeReport, choices: readonly ReporterChoi
       if (files.output) attempt(() => appendFile(files.output as string, github.output));
       continue;
     }
-    const text = formatDocument(choice.name, report);
+    const text = formatDocument(choice.name, report, options.github);
     if (choice.file === undefined) stdout(text);
     else attempt(() => writeFile(choice.file as string, text));
   }

@@ -5,11 +5,39 @@
  */
 import type { GradeReport } from '../grading.js';
 import type { Status } from '../types.js';
-import { plainBody, stepName, truncateStart } from './plain.js';
+import { plainBody, stepName } from './plain.js';
 
-/** Exercism's limit on a test's `output`, in characters, and its wording when cut. */
+/** Exercism's limit on a test's `output`, in characters. */
 export const OUTPUT_LIMIT = 500;
-const OUTPUT_TRUNCATED = '(Output was truncated to its last 500 chars.)\n…';
+
+/** The grader's own heading above each server instance's output (grader/context.ts serverOutput). */
+const INSTANCE_LABEL = /^\[server [A-Za-z0-9]+, port \d+\]$/;
+
+/**
+ * What the learner's server printed, from a verdict's serverOutput: the grader's labels
+ * (`[server A, port 8123]`) taken out, at most the last OUTPUT_LIMIT characters, nothing
+ * added (Exercism shows `output` as the student's own output).
+ */
+export function learnerOutput(serverOutput: string): string {
+  const text = serverOutput
+    .split('\n')
+    .filter((line) => !INSTANCE_LABEL.test(line))
+    .join('\n')
+    .trimEnd();
+  return text.length <= OUTPUT_LIMIT ? text : text.slice(text.length - OUTPUT_LIMIT);
+}
+
+/**
+ * results.json's top-level status (Exercism's rule: `error` when the tests could not be
+ * run at all): `error` only when every test is an error (no server.py, a bad config, the
+ * grader could not grade), `pass` when every test passed, else `fail`, also when a server
+ * that could not start made the live tests fail while the file tests were graded.
+ */
+export function resultsStatus(report: GradeReport): Status {
+  if (report.steps.length === 0) return report.status === 'pass' ? 'pass' : 'error';
+  if (report.steps.every((s) => s.result.status === 'error')) return 'error';
+  return report.steps.every((s) => s.result.status === 'pass') ? 'pass' : 'fail';
+}
 
 /** One test (one step) of results.json. */
 export interface ResultsTest {
@@ -18,7 +46,7 @@ export interface ResultsTest {
   status: Status;
   /** On a fail or error: what was expected, why, what was found and the transcript; null on a pass. */
   message: string | null;
-  /** What the learner's server printed (its last lines), at most 500 characters (the end kept); absent when it printed nothing relevant. */
+  /** Only what the learner's server printed (no label or note of the grader's), its last 500 characters at most; absent when it printed nothing. */
   output?: string;
   /** The command that grades this step alone. */
   test_code: string;
@@ -35,9 +63,9 @@ export interface ResultsTest {
 /** results.json: Exercism's version 3 with `score` and `max_score` added. */
 export interface ResultsFile {
   version: 3;
-  /** pass: every step passed; fail: one did not; error: the grader could not grade, or the server could not start. */
+  /** pass: every step passed; error: every step is an error (nothing could be graded); fail otherwise (see resultsStatus). */
   status: Status;
-  /** Why the run is an error; null otherwise. */
+  /** Why nothing could be graded when status is error; null otherwise (each test carries its own message). */
   message: string | null;
   score: number;
   max_score: number;
@@ -46,10 +74,11 @@ export interface ResultsFile {
 
 /** The results object of a report (see ResultsFile). */
 export function resultsFile(report: GradeReport): ResultsFile {
+  const status = resultsStatus(report);
   return {
     version: 3,
-    status: report.status,
-    message: report.status === 'error' ? (report.message ?? 'The grader could not grade this workspace.') : null,
+    status,
+    message: status === 'error' ? (report.message ?? report.steps[0]?.result.message ?? 'The grader could not grade this workspace.') : null,
     score: report.score,
     max_score: report.maxScore,
     tests: report.steps.map(({ result, points, score, required }) => {
@@ -63,7 +92,8 @@ export function resultsFile(report: GradeReport): ResultsFile {
         max_score: points,
         required,
       };
-      if (result.serverOutput) test.output = truncateStart(result.serverOutput.trimEnd(), OUTPUT_LIMIT, OUTPUT_TRUNCATED);
+      const output = result.serverOutput ? learnerOutput(result.serverOutput) : '';
+      if (output !== '') test.output = output;
       return test;
     }),
   };

@@ -1,19 +1,39 @@
 /**
  * The junit reporter: JUnit XML as CI systems read it (Jenkins, GitLab, Azure DevOps,
- * CircleCI, the common GitHub Actions test-report actions): one <testsuite> "idem-lab",
- * one <testcase> per step; a failed step carries <failure message="..."> with the whole
- * explanation and transcript as its text, a step the grader could not grade <error>.
- * Points go in the suite's <properties>. Written with xmlbuilder2, which escapes
- * markup; control characters a server printed are shown as `\xNN` (XML 1.0 cannot hold them).
+ * CircleCI, the common GitHub Actions test-report actions): one <testsuite> "idem-lab"
+ * as the root, in the shape of Apache Maven Surefire's report schema
+ * (surefire-test-report-3.0.2.xsd: the reference format of JUnit XML), one <testcase> per
+ * step; a failed step carries <failure message="..."> with the whole explanation and
+ * transcript as its text, a step the grader could not grade <error>. Points go in the
+ * suite's <properties>. Each <testcase> also has `file`, the file it grades relative to
+ * the repository root (the answer file, or the server's source for a live check), which
+ * the test-report actions read to annotate it: the one attribute Surefire's schema does not
+ * declare. Written with xmlbuilder2, which escapes markup; control characters a server
+ * printed are shown as `\xNN` (XML 1.0 cannot hold them).
  */
+import path from 'node:path';
 import { create } from 'xmlbuilder2';
 import { formatPoints, type GradeReport } from '../grading.js';
 import { plainBody, stepName, visibleControls } from './plain.js';
+import type { StepResult } from '../types.js';
 
 /** Options of the junit reporter. */
 export interface JunitOptions {
   /** When the run started, for the suite's `timestamp` attribute; omitted when absent. */
   timestamp?: Date;
+  /** The workspace folder relative to the repository root (posix separators), '' or absent when it is the root. */
+  workspacePath?: string;
+  /** The server's source relative to the workspace (e.g. 'server.py'): the file of a live check; default 'server.py'. */
+  serverFile?: string;
+}
+
+/**
+ * The file a step's testcase names, relative to the repository root: the answer file when
+ * the step has one and did not fail in its live part, else the server's source.
+ */
+export function testcaseFile(result: StepResult, options: JunitOptions = {}): string {
+  const file = result.file && result.failedPart !== 'live' ? result.file : (options.serverFile ?? 'server.py');
+  return path.posix.join(options.workspacePath ?? '', file);
 }
 
 /** An attribute value on one line: XML parsers turn newlines in attributes into spaces anyway. */
@@ -35,9 +55,7 @@ export function formatJunit(report: GradeReport, options: JunitOptions = {}): st
     time: seconds(report.steps.reduce((total, s) => total + s.result.ms, 0)),
   };
   const doc = create({ version: '1.0', encoding: 'UTF-8', invalidCharReplacement: '\ufffd' });
-  const suite = doc
-    .ele('testsuites', { name: 'idem-lab', ...counts })
-    .ele('testsuite', { name: 'idem-lab', ...counts, ...(options.timestamp ? { timestamp: options.timestamp.toISOString().replace(/\.\d{3}Z$/, '') } : {}) });
+  const suite = doc.ele('testsuite', { name: 'idem-lab', ...counts, ...(options.timestamp ? { timestamp: options.timestamp.toISOString().replace(/\.\d{3}Z$/, '') } : {}) });
   const properties = suite.ele('properties');
   const property = (name: string, value: string) => properties.ele('property', { name, value: visibleControls(value) });
   property('status', report.status);
@@ -53,7 +71,7 @@ export function formatJunit(report: GradeReport, options: JunitOptions = {}): st
       name: stepName(result),
       classname: `idem-lab.${result.id}-${result.slug}`,
       time: seconds(result.ms),
-      ...(result.file ? { file: result.file } : {}),
+      file: testcaseFile(result, options),
     });
     if (result.status === 'pass') {
       if (result.warnings.length > 0) testcase.ele('system-out').txt(visibleControls(result.warnings.map((w) => `note: ${w}`).join('\n')));
