@@ -352,7 +352,7 @@ export const en = {
   'cli.stop.foreign': "The recorded pid {pid} is no longer this workspace's payment server (it is another program now, or runs in another folder): it was left alone and the record forgotten.",
   'cli.stop.failed': 'The payment server (pid {pid}) is still running after SIGTERM and SIGKILL; it may belong to another user. Stop it yourself (kill {pid}).',
   'cli.status.foreign': "Server: the recorded pid {pid} is now another program, not this workspace's server. idem-lab start starts the server.",
-  'check.tmpUnusable': 'The grader could not use its temporary folder {dir} ({error}): free some space there or point TMPDIR at a folder you can write to. Your work was not graded.',
+  'check.tmpUnusable': 'The grader could not use its temporary folder {dir} ({error}): point TMPDIR at a folder that exists, can be written to and has free space. Your work was not graded.',
   'check.notSaved': 'The verdicts were not saved: {reason}',
 } as const;
 

@@ -334,6 +334,6 @@ export const ko: Record<MessageKey, string> = {
   'cli.stop.foreign': '기록된 프로세스(pid {pid})는 더 이상 이 작업 폴더의 결제 서버가 아닙니다(지금은 다른 프로그램이거나 다른 폴더에서 실행 중입니다). 그 프로세스는 건드리지 않고 기록만 지웠습니다.',
   'cli.stop.failed': '결제 서버(pid {pid})가 SIGTERM과 SIGKILL 뒤에도 실행 중입니다. 다른 사용자의 프로세스일 수 있습니다. 직접 멈추세요(kill {pid}).',
   'cli.status.foreign': '서버: 기록된 프로세스(pid {pid})는 이제 다른 프로그램이며 이 작업 폴더의 서버가 아닙니다. idem-lab start 명령으로 서버를 시작하세요.',
-  'check.tmpUnusable': '채점기가 임시 폴더 {dir}에서 작업할 수 없습니다({error}). 그곳의 공간을 확보하거나 TMPDIR 환경 변수를 쓸 수 있는 폴더로 지정하세요. 작업은 채점되지 않았습니다.',
+  'check.tmpUnusable': '채점기가 임시 폴더 {dir}에서 작업할 수 없습니다({error}). TMPDIR 환경 변수를 존재하고, 쓸 수 있고, 빈 공간이 있는 폴더로 지정하세요. 작업은 채점되지 않았습니다.',
   'check.notSaved': '판정을 저장하지 못했습니다: {reason}',
 };

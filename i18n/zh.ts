@@ -334,6 +334,6 @@ export const zh: Record<MessageKey, string> = {
   'cli.stop.foreign': '记录的进程（pid {pid}）已不是这个工作区的支付服务器（现在是别的程序，或在别的文件夹中运行）：没有动它，只删除了记录。',
   'cli.stop.failed': '支付服务器（pid {pid}）在 SIGTERM 和 SIGKILL 之后仍在运行，可能属于其他用户。请自己停止它（kill {pid}）。',
   'cli.status.foreign': '服务器：记录的进程（pid {pid}）现在是别的程序，不是这个工作区的服务器。运行 idem-lab start 可启动服务器。',
-  'check.tmpUnusable': '评分程序无法使用它的临时文件夹 {dir}（{error}）：请在那里释放空间，或把 TMPDIR 指向一个可写的文件夹。你的作业没有被评分。',
+  'check.tmpUnusable': '评分程序无法使用它的临时文件夹 {dir}（{error}）：请把 TMPDIR 指向一个存在、可写且有空闲空间的文件夹。你的作业没有被评分。',
   'check.notSaved': '判定结果没有保存：{reason}',
 };

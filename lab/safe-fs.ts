@@ -78,12 +78,35 @@ export function copyFileAtomic(source: string, dest: string, mode = 0o644): void
 
 /**
  * Creates `dir` (and its parents) if missing.
+ * @returns the function that removes what was created here, if it is still empty (for a failure after it)
  * @throws SetupError for a full disk, a read-only folder or a refused permission
  */
-export function makeDir(dir: string): void {
+export function makeDir(dir: string): () => void {
+  let first: string | undefined;
   try {
-    fs.mkdirSync(dir, { recursive: true });
+    first = fs.mkdirSync(dir, { recursive: true });
   } catch (err) {
-    rethrowFileProblem(err, dir);
+    // Node's recursive mkdir reports ENOENT where the folder above is read-only: ask plainly for the real cause.
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' && fs.existsSync(path.dirname(dir))) {
+      try {
+        fs.mkdirSync(dir);
+        first = dir;
+      } catch (plain) {
+        rethrowFileProblem(plain, dir);
+      }
+    } else {
+      rethrowFileProblem(err, dir);
+    }
   }
+  return () => {
+    if (first === undefined) return;
+    // from the deepest folder up to the first one created, each only if empty
+    for (let d = dir; d.length >= first.length; d = path.dirname(d)) {
+      try {
+        fs.rmdirSync(d);
+      } catch {
+        return;
+      }
+    }
+  };
 }

@@ -158,7 +158,7 @@ function sleepSync(ms: number): void {
  */
 export function lockState(workspace: string): () => void {
   const dir = path.join(workspace, STATE_DIR);
-  makeDir(dir);
+  const undoDir = makeDir(dir);
   const lock = path.join(dir, 'state.lock');
   if (held.has(lock)) throw new Error(`${lock} is already held by this process: updateState inside withStateLock?`);
   const me = processIdentity(process.pid);
@@ -173,7 +173,8 @@ export function lockState(workspace: string): () => void {
       } catch (err) {
         fs.closeSync(fd);
         fs.rmSync(lock, { force: true });
-        rethrowFileProblem(err, lock);
+        undoDir();
+        rethrowFileProblem(err, dir);
       }
       fs.closeSync(fd);
       held.add(lock);
@@ -189,7 +190,10 @@ export function lockState(workspace: string): () => void {
         }
       };
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') rethrowFileProblem(err, lock);
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+        undoDir();
+        rethrowFileProblem(err, dir);
+      }
     }
     holder = breakIfStale(lock) ?? holder;
     if (Date.now() > deadline) throw new SetupError(t('state.locked', { file: lock, pid: holder.split(' ')[0] || '?', seconds: LOCK_WAIT_MS / 1000 }));
@@ -271,8 +275,19 @@ export interface LayReport {
  */
 export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en'): LayReport {
   if (fs.existsSync(dir) && !fs.statSync(dir).isDirectory()) throw new SetupError(t('cli.notFolder', { dir }));
-  makeDir(dir);
-  return withStateLock(dir, () => layUnderLock(dir, force, lang));
+  const undoDir = makeDir(dir);
+  try {
+    return withStateLock(dir, () => layUnderLock(dir, force, lang));
+  } catch (err) {
+    // folders made for nothing are not left behind (rmdir removes only empty ones)
+    try {
+      fs.rmdirSync(path.join(dir, STATE_DIR));
+    } catch {
+      // not empty, or not there: kept
+    }
+    undoDir();
+    throw err;
+  }
 }
 
 function layUnderLock(dir: string, force: boolean, lang: Lang): LayReport {
