@@ -152,7 +152,7 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
     try {
       const state = readState(workspace);
       const recorded = recordedServer(workspace, state);
-      if (recorded.kind === 'ours' && state.port) return { kind: 'already', pid: recorded.pid, port: state.port };
+      if (recorded.kind === 'ours') return { kind: 'already', pid: recorded.pid, port: state.port ?? DEFAULT_PORT };
       let chosen = port ?? state.port ?? DEFAULT_PORT;
       let movedFrom: number | undefined;
       if (await portTaken(chosen)) {
