@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { SetupError } from '../grader/failure.js';
+import { fileProblem } from '../lab/safe-fs.js';
 import { chooseLanguage, setLanguage, t } from '../i18n/index.js';
 
 // The commands load their modules when they run, so `--help` does not pay for undici,
@@ -193,6 +194,10 @@ try {
     exitCode = err.exitCode === 0 ? 0 : 2;
   } else if (err instanceof SetupError) {
     console.error(`idem-lab: ${err.message}`);
+    exitCode = 2;
+  } else if (fileProblem(err)) {
+    // a full disk, a read-only folder, a refused permission: one sentence, no stack trace
+    console.error(`idem-lab: ${fileProblem(err)?.message}`);
     exitCode = 2;
   } else {
     console.error(`idem-lab: ${(err as Error).stack ?? err}`);

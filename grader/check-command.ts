@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { t } from '../i18n/index.js';
 import path from 'node:path';
 import { SetupError } from './failure.js';
-import { grade } from './engine.js';
+import { grade, makeGraderTempDir } from './engine.js';
 import { parseSeed, type Seed } from './seed.js';
 import { limits } from './limits.js';
 import { installExitHooks } from './cleanup.js';
@@ -45,8 +45,9 @@ export function saveVerdicts(workspace: string, results: StepResult[]): void {
         state.steps[r.id] = { status: r.status, checkedAt: now, ...(r.status === 'pass' ? { passedAt: now } : before?.passedAt ? { passedAt: before.passedAt } : {}) };
       }
     });
-  } catch {
-    // a read-only checkout: the verdicts were printed, nothing is lost
+  } catch (err) {
+    // a read-only checkout: the verdicts were printed, nothing is lost; say why they were not kept
+    console.error(`idem-lab: ${t('check.notSaved', { reason: (err as Error).message })}`);
   }
 }
 
@@ -65,6 +66,14 @@ export async function prepareCheck(selectors: string[], options: WorkspaceOption
   }
   if (steps.some((s) => s.live) && !commandExists(command.file)) {
     throw new SetupError(t('cli.noInterpreter', { file: command.file }));
+  }
+  readState(workspace); // a damaged state file is said now (SetupError), not after grading
+  if (steps.some((s) => s.live)) {
+    try {
+      fs.rmSync(makeGraderTempDir('idem-lab-check-'), { recursive: true, force: true });
+    } catch (err) {
+      throw new SetupError((err as Error).message);
+    }
   }
   return { workspace, command: await resolveInterpreter(command, workspace), steps };
 }

@@ -45,6 +45,32 @@ export interface GradeOptions {
   seed?: Seed;
 }
 
+/** How many bytes a new temporary folder must take before a check uses it: room for the check's sqlite file and statement. */
+const TMP_ROOM_BYTES = 256 * 1024;
+
+/**
+ * Makes a temporary folder for one check under os.tmpdir() (TMPDIR) and proves it can
+ * hold files by writing and removing 256 KB, so a full or read-only temporary folder is
+ * the grader's error, not a server that "fails to start" (a failed step of the learner's).
+ * @returns the folder's path
+ * @throws Error saying the grader could not use its temporary folder (check.tmpUnusable);
+ *   nothing is left behind then
+ */
+export function makeGraderTempDir(prefix: string): string {
+  const parent = os.tmpdir();
+  let dir: string | undefined;
+  try {
+    dir = fs.mkdtempSync(path.join(parent, prefix));
+    const probe = path.join(dir, 'room');
+    fs.writeFileSync(probe, Buffer.alloc(TMP_ROOM_BYTES));
+    fs.rmSync(probe);
+    return dir;
+  } catch (err) {
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    throw new Error(t('check.tmpUnusable', { dir: parent, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message }));
+  }
+}
+
 /** How many of a failing check's exchanges to show when the check did not pick them. */
 const DEFAULT_EXCHANGES_SHOWN = 6;
 
@@ -150,7 +176,7 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
     }
     if (step.live) {
       // A neutral name: nothing in the server's paths tells a grader's run from the learner's.
-      tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lab-'));
+      tmpDir = makeGraderTempDir('lab-');
       const dir = tmpDir;
       forgetTmpDir = atExit(() => fs.rmSync(dir, { recursive: true, force: true }));
       ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command, options.seed);

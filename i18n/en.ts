@@ -432,6 +432,23 @@ export const en = {
   'ci.next': "Commit them all, the .tgz under .idem-lab/ too: every push then runs idem-lab check with the github and json reporters, uploads idem-lab-results.json, and fails the job when a required step fails.",
   'ci.next.classroom': "For GitHub Classroom, idem-lab ci init --classroom --force writes the workflow in the shape of its autograding template.",
   'ci.next.cohort': "Add the students' repositories to {roster}, one owner/name a line, commit everything (the .tgz under .idem-lab/ too), set the secret IDEM_LAB_TOKEN to a token that can read them, and run the workflow idem-lab cohort from the Actions tab; its artifact gradebook holds gradebook.json and gradebook.csv.",
+  // --- faults ---
+  'fs.full': 'The disk holding {dir} is full: {file} could not be written. Free some space and run the command again.',
+  'fs.readOnly': '{dir} is read-only: {file} could not be written. Run idem-lab in a folder you can write to (a copy of this one).',
+  'fs.denied': 'No permission to write {file}. Check the owner and the permissions of {dir}.',
+  'state.unreadable': '{file} cannot be read ({error}).',
+  'state.broken': '{file} is damaged: {problem}. idem-lab left it as it is and kept a copy as {copy}; delete {file} to start afresh (the verdicts and hint counts start over; idem-lab check gives the verdicts again).',
+  'state.brokenNoCopy': '{file} is damaged: {problem}. idem-lab left it as it is but could not keep a copy; delete {file} to start afresh (the verdicts and hint counts start over; idem-lab check gives the verdicts again).',
+  'state.problem.notObject': 'it does not hold a JSON object',
+  'state.problem.empty': 'it is empty',
+  'state.problem.notJson': 'it is not valid JSON',
+  'state.problem.field': 'its "{field}" has the wrong type',
+  'state.locked': 'Another idem-lab command (pid {pid}) has held {file} for more than {seconds} s. Wait until it is done; if none is running, delete {file}.',
+  'cli.stop.foreign': "The recorded pid {pid} is no longer this workspace's payment server (it is another program now, or runs in another folder): it was left alone and the record forgotten.",
+  'cli.stop.failed': 'The payment server (pid {pid}) is still running after SIGTERM and SIGKILL; it may belong to another user. Stop it yourself (kill {pid}).',
+  'cli.status.foreign': "Server: the recorded pid {pid} is now another program, not this workspace's server. idem-lab start starts the server.",
+  'check.tmpUnusable': 'The grader could not use its temporary folder {dir} ({error}): point TMPDIR at a folder that exists, can be written to and has free space. Your work was not graded.',
+  'check.notSaved': 'The verdicts were not saved: {reason}',
 } as const;
 
 /** A message's key. */

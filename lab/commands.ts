@@ -11,7 +11,7 @@ import { SetupError } from '../grader/failure.js';
 import { colourFor, formatProgress } from '../grader/reporters/human.js';
 import { formatExchange, formatLedger } from '../grader/wire.js';
 import { STEPS, selectSteps } from '../steps/index.js';
-import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, isServerProcess, logTail, startLabServer, stopLabServer } from './runner.js';
+import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from './runner.js';
 import { readSheet, sheetSection } from './sheet.js';
 import { layWorkspace, openWorkspace, readState, updateState } from './workspace.js';
 
@@ -86,7 +86,9 @@ export async function stopCommand(options: WorkspaceOptions): Promise<number> {
   if (outcome.kind === 'none') console.log(t('cli.stop.none'));
   if (outcome.kind === 'dead') console.log(c.yellow(`${t('cli.stop.dead', { pid: outcome.pid, log: SERVER_LOG })}\n${logTail(workspace)}`));
   if (outcome.kind === 'stopped') console.log(t('cli.stop.stopped', { pid: outcome.pid }));
-  return 0;
+  if (outcome.kind === 'foreign') console.log(c.yellow(t('cli.stop.foreign', { pid: outcome.pid })));
+  if (outcome.kind === 'failed') console.log(c.red(t('cli.stop.failed', { pid: outcome.pid })));
+  return outcome.kind === 'failed' ? 1 : 0;
 }
 
 /** `idem-lab restart`: stop, then start on the same port. */
@@ -95,20 +97,28 @@ export async function restartCommand(options: WorkspaceOptions): Promise<number>
   const stopped = await stopLabServer(workspace, command);
   if (stopped.kind === 'stopped') console.log(t('cli.stop.stopped', { pid: stopped.pid }));
   if (stopped.kind === 'dead') console.log(c.yellow(t('cli.restart.dead', { pid: stopped.pid })));
+  if (stopped.kind === 'foreign') console.log(c.yellow(t('cli.stop.foreign', { pid: stopped.pid })));
+  if (stopped.kind === 'failed') {
+    console.log(c.red(t('cli.stop.failed', { pid: stopped.pid })));
+    return 1;
+  }
   return printStart(await startLabServer(workspace, command), workspace);
 }
 
 /** `idem-lab status`: the server's state and every step's last verdict. */
 export async function statusCommand(options: WorkspaceOptions): Promise<number> {
-  const { workspace, command } = openWorkspace(workspaceDir(options));
+  const { workspace } = openWorkspace(workspaceDir(options));
   const state = readState(workspace);
-  if (!state.pid) {
+  const recorded = recordedServer(workspace, state);
+  if (recorded.kind === 'none') {
     console.log(t('cli.status.none'));
-  } else if (!isServerProcess(state.pid, command)) {
-    console.log(c.yellow(t('cli.status.crashed', { pid: state.pid, log: SERVER_LOG })));
+  } else if (recorded.kind === 'gone') {
+    console.log(c.yellow(t('cli.status.crashed', { pid: recorded.pid, log: SERVER_LOG })));
+  } else if (recorded.kind === 'foreign') {
+    console.log(c.yellow(t('cli.status.foreign', { pid: recorded.pid })));
   } else {
     const healthy = state.port ? await isHealthy(state.port) : false;
-    console.log(`${t('cli.status.running', { pid: state.pid, port: String(state.port) })}${healthy ? '' : c.yellow(t('cli.status.unhealthy'))}`);
+    console.log(`${t('cli.status.running', { pid: recorded.pid, port: String(state.port) })}${healthy ? '' : c.yellow(t('cli.status.unhealthy'))}`);
   }
   const steps = state.steps ?? {};
   const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;

@@ -9,11 +9,10 @@ import { t } from '../i18n/index.js';
 import select, { Separator } from '@inquirer/select';
 import { SetupError } from '../grader/failure.js';
 import { colourFor, formatProgress } from '../grader/reporters/human.js';
-import { DEFAULT_COMMAND } from '../grader/server.js';
 import { STEPS } from '../steps/index.js';
 import type { Step } from '../steps/types.js';
 import { hintCommand, restartCommand, showCommand, startCommand, stepList, stopCommand, workspaceDir, type WorkspaceOptions } from './commands.js';
-import { isServerProcess } from './runner.js';
+import { ownServer } from './runner.js';
 import { nextStepToDo } from './watch.js';
 import { openWorkspace, readState } from './workspace.js';
 
@@ -36,13 +35,13 @@ export function stepListText(workspace: string): string {
 /** `running (pid 4242) on http://127.0.0.1:8000`, or why it is not. */
 function serverLine(workspace: string): { running: boolean; text: string } {
   const state = readState(workspace);
-  let command = DEFAULT_COMMAND;
   try {
-    command = openWorkspace(workspace).command;
+    openWorkspace(workspace);
   } catch {
     return { running: false, text: t('menu.server.noWorkspace') };
   }
-  if (state.pid && isServerProcess(state.pid, command)) return { running: true, text: t('menu.server.running', { pid: state.pid, port: String(state.port) }) };
+  const own = ownServer(workspace, state);
+  if (own) return { running: true, text: t('menu.server.running', { pid: own.pid, port: String(state.port) }) };
   return { running: false, text: state.pid ? t('menu.server.stopped') : t('menu.server.notRunning') };
 }
 

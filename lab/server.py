@@ -13,11 +13,19 @@ Environment:
   IDEM_DB_MS      simulated database round trip, in ms (default 0): every statement run
                   through db() outside a transaction answers this much later, as a
                   database across a network would
+
+Before handle_pay is called, every request is checked (so nothing that can fail after
+charge() goes unchecked before it): only POST /pay pays; the body is at most 16 KB (413
+beyond, not read); it arrives within 5 s of the headers (408 otherwise); it is JSON
+{"user": 1 to 100 characters that encode as UTF-8, "amount": an integer from 1 to 10^12}
+(400 otherwise). Every error is answered as {"error": "..."}.
 """
 
 import hashlib
 import json
 import os
+import resource
+import socket
 import signal
 import sqlite3
 import sys
@@ -32,6 +40,12 @@ DB_PATH = os.environ.get("IDEM_DB", "lab.db")
 CHARGE_MS = int(os.environ.get("IDEM_CHARGE_MS", "50"))
 PROVIDER_LOG = os.environ.get("IDEM_PROVIDER_LOG")
 DB_MS = int(os.environ.get("IDEM_DB_MS", "0"))
+
+MAX_BODY_BYTES = 16 * 1024  # a larger body is answered 413 without being read
+MAX_AMOUNT = 10**12  # what the ledger's INTEGER and any provider take, with room to spare
+MAX_USER_CHARS = 100
+BODY_TIMEOUT_S = 5.0  # the whole body must arrive within this time of the headers (else 408)
+IDLE_TIMEOUT_S = 10.0  # a connection silent this long (between or inside requests) is closed
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -161,25 +175,44 @@ def handle_pay(key, payload):
 # --- handle_pay: the part you edit ends here ---
 
 
-def parse_payment(raw):
-    """The body as {"user", "amount"}, or None when it is not that shape."""
+def payment_problem(raw):
+    """(payload, None) for a valid body, else (None, what is wrong with it as one sentence).
+
+    Valid: JSON {"user": a non-empty string of at most 100 characters that encodes as UTF-8,
+    "amount": an integer from 1 to 10^12, not a boolean}; other fields are ignored.
+    """
+    shape = 'body must be JSON {"user": non-empty string, "amount": positive integer}'
     try:
         payload = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None, shape
     if not isinstance(payload, dict):
-        return None
+        return None, shape
     user, amount = payload.get("user"), payload.get("amount")
     if not isinstance(user, str) or not user.strip():
-        return None
+        return None, shape
+    if len(user) > MAX_USER_CHARS:
+        return None, "user must be at most %d characters" % MAX_USER_CHARS
+    try:
+        user.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, e.g. from a JSON \ud800 escape
+        return None, "user must be text that encodes as UTF-8 (no lone surrogates)"
     if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
-        return None
-    return {"user": user, "amount": amount}
+        return None, shape
+    if amount > MAX_AMOUNT:
+        return None, "amount must be an integer from 1 to %d" % MAX_AMOUNT
+    return {"user": user, "amount": amount}, None
+
+
+def parse_payment(raw):
+    """The body as {"user", "amount"}, or None when it is not that shape (see payment_problem)."""
+    return payment_problem(raw)[0]
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "idem-lab"
+    timeout = IDLE_TIMEOUT_S  # per socket operation: a silent client cannot hold a thread for ever
 
     def send_json(self, status, body, headers=None):
         data = json.dumps(body).encode("utf-8")
@@ -188,10 +221,60 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         for name, value in (headers or {}).items():
             self.send_header(name, str(value))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
+    def refuse(self, status, message):
+        """Answers an error and closes the connection: what is left of the request is not read."""
+        self.close_connection = True
+        self.send_json(status, {"error": message})
+
+    def read_body(self):
+        """The request body (b"" when there is none), or None after answering 400/408/411/413.
+
+        Read in full or not at all, so the next request on the connection starts where it
+        should; the whole body must arrive within BODY_TIMEOUT_S.
+        """
+        if self.headers.get("Transfer-Encoding") is not None:
+            self.refuse(411, "send the body with a Content-Length header (chunked bodies are not accepted)")
+            return None
+        lengths = set(value.strip() for value in self.headers.get_all("Content-Length") or [])
+        if not lengths:
+            return b""
+        text = lengths.pop()
+        if lengths or not text.isdigit() or not text.isascii():
+            self.refuse(400, "Content-Length must be one whole number of bytes")
+            return None
+        length = int(text)
+        if length > MAX_BODY_BYTES:
+            self.refuse(413, "the body must be at most %d bytes" % MAX_BODY_BYTES)
+            return None
+        chunks, got = [], 0
+        deadline = time.monotonic() + BODY_TIMEOUT_S
+        try:
+            while got < length:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.connection.settimeout(left)
+                chunk = self.rfile.read1(length - got)
+                if not chunk:  # the client closed its side before sending the whole body
+                    self.close_connection = True
+                    return None
+                chunks.append(chunk)
+                got += len(chunk)
+        except (TimeoutError, socket.timeout):
+            self.refuse(408, "the body did not arrive: Content-Length said %d bytes, %d came within %g s" % (length, got, BODY_TIMEOUT_S))
+            return None
+        finally:
+            self.connection.settimeout(self.timeout)
+        return b"".join(chunks)
+
     def do_GET(self):
+        if self.read_body() is None:  # a body on a GET is read and ignored: it never pays
+            return
         if self.path == "/health":
             self.send_json(200, {"ok": True})
         elif self.path == "/ledger":
@@ -203,30 +286,50 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(404, {"error": "no such path"})
 
     def do_POST(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length > 0 else b""
+        raw = self.read_body()
+        if raw is None:
+            return
         if self.path != "/pay":
             self.send_json(404, {"error": "no such path"})
             return
-        payload = parse_payment(raw)
+        payload, problem = payment_problem(raw)
         if payload is None:
-            self.send_json(400, {"error": 'body must be JSON {"user": non-empty string, "amount": positive integer}'})
+            self.send_json(400, {"error": problem})
             return
         try:
             status, body, headers = handle_pay(self.headers.get("Idempotency-Key"), payload)
         except Exception as exc:  # a bug in handle_pay: answer 500 and keep serving
-            self.log_message("handle_pay failed: %r\n%s", exc, traceback.format_exc())
+            self.log_message("handle_pay failed: %r", exc)
+            sys.stderr.write(traceback.format_exc())  # as lines: log_message would escape the newlines
             status, body, headers = error(500, "internal error: %s" % exc.__class__.__name__)
         self.send_json(status, body, headers)
+
+    def not_allowed(self):
+        if self.read_body() is None:
+            return
+        self.send_json(405, {"error": "only GET /health, GET /ledger and POST /pay are served"})
+
+    do_PUT = do_PATCH = do_DELETE = do_OPTIONS = not_allowed
+
+
+class Server(ThreadingHTTPServer):
+    """A thread per connection; a deep listen backlog so a burst of connections waits to be
+    accepted instead of being refused."""
+
+    request_queue_size = 1024
+    daemon_threads = True
 
 
 def main():
     conn = sqlite3.connect(DB_PATH, timeout=10)
     conn.executescript(SCHEMA)
     conn.close()
-    ThreadingHTTPServer.request_queue_size = 128  # room for many simultaneous connections
-    server = ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
-    server.daemon_threads = True
+    # One file descriptor per connection: room for a few thousand, as far as the hard limit allows.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 8192 if hard == resource.RLIM_INFINITY else min(8192, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    server = Server(("127.0.0.1", PORT), Handler)
 
     def stop(signum, frame):
         raise SystemExit(0)

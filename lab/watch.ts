@@ -17,7 +17,7 @@ import { STEPS, selectSteps } from '../steps/index.js';
 import type { Step } from '../steps/types.js';
 import { Coalescer } from './coalesce.js';
 import { hintCommand, restartCommand, type WorkspaceOptions } from './commands.js';
-import { DEFAULT_PORT, isServerProcess } from './runner.js';
+import { DEFAULT_PORT, ownServer } from './runner.js';
 import { readState } from './workspace.js';
 
 /** Options of `idem-lab watch`. */
@@ -77,8 +77,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     const saved = reasons.filter((r) => r !== 'start' && r !== 'key');
     if (saved.length) console.log(c.dim(t('watch.saved', { files: saved.join(', ') })));
     if (saved.includes(serverFile)) {
-      const { pid } = readState(workspace);
-      if (pid && isServerProcess(pid, command)) await restartCommand({ dir: workspace });
+      if (ownServer(workspace)) await restartCommand({ dir: workspace });
       else console.log(c.dim(t('watch.serverNotRunning')));
     }
     console.log(t('watch.checking', { id: step.id, slug: step.slug }));

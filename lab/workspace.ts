@@ -5,6 +5,8 @@ import { SetupError } from '../grader/failure.js';
 import { DEFAULT_COMMAND, type ServerCommand } from '../grader/server.js';
 import type { Status } from '../grader/types.js';
 import { LAB_DIR } from './paths.js';
+import { isSameProcess, processIdentity } from './procs.js';
+import { copyFileAtomic, makeDir, rethrowFileProblem, writeFileAtomic } from './safe-fs.js';
 import { t, type Lang } from '../i18n/index.js';
 
 /**
@@ -37,6 +39,10 @@ export interface StepState {
 export interface WorkspaceState {
   /** pid of the detached server, also its process group id. */
   pid?: number;
+  /** The server's start time (field 22 of /proc/<pid>/stat): with `pid`, proof that a live process is the one started. */
+  startTime?: number;
+  /** The folder the server was started in (real path): a process elsewhere is not this workspace's server. */
+  cwd?: string;
   port?: number;
   /** The learner's language (en, ko or zh), chosen at start; `--lang` overrides it per command. */
   lang?: string;
@@ -51,30 +57,207 @@ function sha256(file: string): string {
   return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 }
 
-/** The state file of a workspace; {} when there is none or it is unreadable. */
-export function readState(workspace: string): WorkspaceState {
+/** The state file of a workspace: `<workspace>/.idem-lab/state.json`. */
+export function statePath(workspace: string): string {
+  return path.join(workspace, STATE_DIR, 'state.json');
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isWhole = (v: unknown, min: number, max = Number.MAX_SAFE_INTEGER) => Number.isInteger(v) && (v as number) >= min && (v as number) <= max;
+
+/** What is wrong with a parsed state file, as a short phrase; undefined when it is a WorkspaceState. */
+function stateProblem(state: unknown): string | undefined {
+  if (!isRecord(state)) return t('state.problem.notObject');
+  const wrong = (field: string) => t('state.problem.field', { field });
+  if (state.pid !== undefined && !isWhole(state.pid, 1)) return wrong('pid');
+  if (state.startTime !== undefined && !isWhole(state.startTime, 0)) return wrong('startTime');
+  if (state.cwd !== undefined && typeof state.cwd !== 'string') return wrong('cwd');
+  if (state.port !== undefined && !isWhole(state.port, 1, 65535)) return wrong('port');
+  if (state.lang !== undefined && typeof state.lang !== 'string') return wrong('lang');
+  if (state.laid !== undefined && !(isRecord(state.laid) && Object.values(state.laid).every((v) => typeof v === 'string'))) return wrong('laid');
+  if (state.hintsShown !== undefined && !(isRecord(state.hintsShown) && Object.values(state.hintsShown).every((v) => isWhole(v, 0)))) return wrong('hintsShown');
+  if (state.steps !== undefined) {
+    if (!isRecord(state.steps)) return wrong('steps');
+    for (const [id, step] of Object.entries(state.steps)) {
+      const ok = isRecord(step) && ['pass', 'fail', 'error'].includes(step.status as string) && typeof step.checkedAt === 'string' && (step.passedAt === undefined || typeof step.passedAt === 'string');
+      if (!ok) return wrong(`steps.${id}`);
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Keeps a copy of a damaged state file beside it, `state.json.broken-<first 8 hex of its
+ * sha256>` (the same damage is copied once), and returns the copy's path, or undefined
+ * when no copy could be written.
+ */
+function keepCopy(file: string, content: Buffer): string | undefined {
+  const copy = `${file}.broken-${crypto.createHash('sha256').update(content).digest('hex').slice(0, 8)}`;
   try {
-    return JSON.parse(fs.readFileSync(path.join(workspace, STATE_DIR, 'state.json'), 'utf8')) as WorkspaceState;
+    if (!fs.existsSync(copy)) writeFileAtomic(copy, content);
+    return copy;
   } catch {
-    return {};
+    return undefined;
   }
 }
 
-/** Writes the state file (creating .idem-lab/), atomically: a crash never leaves half a file. */
-export function writeState(workspace: string, state: WorkspaceState): void {
-  const dir = path.join(workspace, STATE_DIR);
-  fs.mkdirSync(dir, { recursive: true });
-  const tmp = path.join(dir, `state.json.${process.pid}`);
-  fs.writeFileSync(tmp, JSON.stringify(state, null, 2) + '\n');
-  fs.renameSync(tmp, path.join(dir, 'state.json'));
+/**
+ * The state file of a workspace; {} when there is none yet.
+ * @throws SetupError naming the file when it cannot be read, or holds something other
+ *   than a WorkspaceState (truncated, not JSON, `null`, a field of the wrong type); a copy
+ *   of it is kept beside it (see keepCopy) and the file itself is left as it is
+ */
+export function readState(workspace: string): WorkspaceState {
+  const file = statePath(workspace);
+  let content: Buffer;
+  try {
+    content = fs.readFileSync(file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw new SetupError(t('state.unreadable', { file, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message }));
+  }
+  let state: unknown;
+  let problem: string | undefined;
+  try {
+    state = JSON.parse(content.toString('utf8'));
+    problem = stateProblem(state);
+  } catch {
+    problem = content.length === 0 ? t('state.problem.empty') : t('state.problem.notJson');
+  }
+  if (problem === undefined) return state as WorkspaceState;
+  const copy = keepCopy(file, content);
+  throw new SetupError(copy ? t('state.broken', { file, problem, copy }) : t('state.brokenNoCopy', { file, problem }));
 }
 
-/** Changes the state file by a function of its current content. */
+/**
+ * Writes the state file (creating .idem-lab/), atomically: a crash or a full disk never
+ * leaves half a file. Call it under withStateLock (updateState does) when the state was
+ * read first, or a parallel command's change is lost.
+ * @throws SetupError for a full disk, a read-only workspace or a refused permission
+ */
+export function writeState(workspace: string, state: WorkspaceState): void {
+  makeDir(path.join(workspace, STATE_DIR));
+  writeFileAtomic(statePath(workspace), JSON.stringify(state, null, 2) + '\n');
+}
+
+/** How long a command waits for another one's hold on the state file, in ms. */
+const LOCK_WAIT_MS = 10_000;
+
+/** The state locks this process holds (a second take would wait on itself). */
+const held = new Set<string>();
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/**
+ * Takes the workspace's state lock: `.idem-lab/state.lock`, created with O_EXCL and
+ * holding "<pid> <start time>" of its holder. A lock whose holder has ended (or whose pid
+ * now names another process) is stale and broken. Waits up to 10 s for a live holder.
+ * @returns the function that releases the lock (idempotent)
+ * @throws SetupError when a live holder keeps it longer, or the folder cannot be written
+ */
+export function lockState(workspace: string): () => void {
+  const dir = path.join(workspace, STATE_DIR);
+  const undoDir = makeDir(dir);
+  const lock = path.join(dir, 'state.lock');
+  if (held.has(lock)) throw new Error(`${lock} is already held by this process: updateState inside withStateLock?`);
+  const me = processIdentity(process.pid);
+  const mine = `${process.pid} ${me?.startTime ?? 0}\n`;
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  let holder = '';
+  for (;;) {
+    try {
+      const fd = fs.openSync(lock, 'wx');
+      try {
+        fs.writeSync(fd, mine);
+      } catch (err) {
+        fs.closeSync(fd);
+        fs.rmSync(lock, { force: true });
+        undoDir();
+        rethrowFileProblem(err, dir);
+      }
+      fs.closeSync(fd);
+      held.add(lock);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        held.delete(lock);
+        try {
+          if (fs.readFileSync(lock, 'utf8') === mine) fs.rmSync(lock, { force: true });
+        } catch {
+          // gone already
+        }
+      };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
+        undoDir();
+        rethrowFileProblem(err, dir);
+      }
+    }
+    holder = breakIfStale(lock) ?? holder;
+    if (Date.now() > deadline) throw new SetupError(t('state.locked', { file: lock, pid: holder.split(' ')[0] || '?', seconds: LOCK_WAIT_MS / 1000 }));
+    sleepSync(5 + Math.random() * 15);
+  }
+}
+
+/**
+ * Removes `lock` when its holder is no longer running; returns the holder's "<pid> <start
+ * time>" when it is (or the lock is gone). A lock still empty (its holder between creating
+ * and writing it) counts as held for 5 s.
+ */
+function breakIfStale(lock: string): string | undefined {
+  let content: string;
+  let stat: fs.Stats;
+  try {
+    stat = fs.statSync(lock);
+    content = fs.readFileSync(lock, 'utf8');
+  } catch {
+    return undefined; // released meanwhile: try again
+  }
+  const [pid, start] = content.trim().split(' ').map(Number);
+  const live = content.trim() === '' ? Date.now() - stat.mtimeMs < 5000 : pid > 0 && isSameProcess(pid, start);
+  if (live) return content.trim();
+  try {
+    // Remove it only if it is still the same file, not a new holder's that replaced it meanwhile.
+    if (fs.statSync(lock).ino === stat.ino) fs.rmSync(lock, { force: true });
+  } catch {
+    // released meanwhile
+  }
+  return undefined;
+}
+
+/**
+ * Runs `fn` holding the workspace's state lock (see lockState), and releases it after,
+ * also when `fn` throws or rejects.
+ */
+export function withStateLock<T>(workspace: string, fn: () => T): T {
+  const release = lockState(workspace);
+  let result: T;
+  try {
+    result = fn();
+  } catch (err) {
+    release();
+    throw err;
+  }
+  if (result instanceof Promise) return result.finally(release) as T;
+  release();
+  return result;
+}
+
+/**
+ * Changes the state file by a function of its current content, under the state lock, so
+ * that parallel commands (two checks, a check and a hint) each keep their change.
+ * @throws SetupError as readState, writeState and lockState do
+ */
 export function updateState(workspace: string, change: (state: WorkspaceState) => void): WorkspaceState {
-  const state = readState(workspace);
-  change(state);
-  writeState(workspace, state);
-  return state;
+  return withStateLock(workspace, () => {
+    const state = readState(workspace);
+    change(state);
+    writeState(workspace, state);
+    return state;
+  });
 }
 
 /** What `layWorkspace` did with each file. */
@@ -93,7 +276,22 @@ export interface LayReport {
  */
 export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en'): LayReport {
   if (fs.existsSync(dir) && !fs.statSync(dir).isDirectory()) throw new SetupError(t('cli.notFolder', { dir }));
-  fs.mkdirSync(dir, { recursive: true });
+  const undoDir = makeDir(dir);
+  try {
+    return withStateLock(dir, () => layUnderLock(dir, force, lang));
+  } catch (err) {
+    // folders made for nothing are not left behind (rmdir removes only empty ones)
+    try {
+      fs.rmdirSync(path.join(dir, STATE_DIR));
+    } catch {
+      // not empty, or not there: kept
+    }
+    undoDir();
+    throw err;
+  }
+}
+
+function layUnderLock(dir: string, force: boolean, lang: Lang): LayReport {
   const state = readState(dir);
   const laid = { ...(state.laid ?? {}) };
   const report: LayReport = { written: [], kept: [] };
@@ -108,8 +306,7 @@ export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en'): La
       report.kept.push(target);
       continue;
     }
-    fs.copyFileSync(source_, dest);
-    if (executable) fs.chmodSync(dest, 0o755);
+    copyFileAtomic(source_, dest, executable ? 0o755 : 0o644);
     laid[target] = sha256(dest);
     report.written.push(target);
   }
