@@ -42,7 +42,7 @@ export function where(servers: ServerInstance[]): string {
  * charge() ran once for its payment, every answer is the same 201 or a 409 for a request
  * still in flight, and at least one is a 201. A round that charged more than once says so
  * before anything else: that is the bug.
- * @returns the key used and the extra requests' exchanges, in order
+ * @returns the key and the payment body used, and the extra requests' exchanges, in order
  * @throws CheckFailed naming the first broken rule, with the round's exchanges
  */
 export async function raceRound(
@@ -51,7 +51,7 @@ export async function raceRound(
   round: number | string,
   options: RaceOptions = {},
   extra: PayRequest[] = [],
-): Promise<{ key: string; extra: Exchange[] }> {
+): Promise<{ key: string; body: { user: string; amount: number }; extra: Exchange[] }> {
   const key = ctx.freshKey();
   const body = ctx.data.payment();
   const name = options.name ?? t('check.race.round', { round });
@@ -110,5 +110,5 @@ export async function raceRound(
   const why = t('check.race.rows.why', { size: RACE_SIZE });
   expectRows(ctx, key, 1, exchanges, why);
   expectCharges(ctx, body, 1, exchanges, why);
-  return { key, extra: all.slice(RACE_SIZE) };
+  return { key, body, extra: all.slice(RACE_SIZE) };
 }

@@ -376,7 +376,7 @@ export const en = {
   'step.05.othersFailed': '{count} payments with keys of their own, sent at the same moment as a slow payment, must each succeed (201); one got {status} after {ms} ms.',
   'step.05.othersFailed.why': 'Payments with different keys have nothing to wait for: only requests with one key must be one payment.',
   'step.05.othersSame': '{count} payments with keys of their own got the same payment_id: each key is a payment of its own.',
-  'step.05.serialised': '{count} payments with keys of their own, sent at once to a provider that takes {slow} ms, waited for each other: the last was answered after {ms} ms, {times} times the charge. A lock or a transaction is held across charge().',
+  'step.05.serialised': '{count} payments with keys of their own, sent at once to a provider that takes {slow} ms, waited for each other: by the provider\'s statement their charges ended {ms} ms apart, {times} times the charge. A lock or a transaction is held across charge().',
   'step.05.serialised.why': 'Hold a lock only to claim the key, never across the call to the provider: one slow payment must not stall every other customer.',
   'step.06.part.restart': 'After a restart:',
   'step.06.part.shared': 'On another instance:',

@@ -358,7 +358,7 @@ export const ko: Record<MessageKey, string> = {
   'step.05.othersFailed': '느린 결제와 같은 순간에 보낸, 저마다 다른 키의 결제 {count}건은 모두 성공(201)해야 합니다. 그중 하나의 결과가 {status}였습니다({ms} ms 뒤).',
   'step.05.othersFailed.why': '키가 다른 결제끼리는 서로 기다릴 이유가 없습니다. 한 결제가 되어야 하는 것은 같은 키의 요청뿐입니다.',
   'step.05.othersSame': '저마다 다른 키의 결제 {count}건이 같은 payment_id를 받았습니다. 키마다 각자의 결제입니다.',
-  'step.05.serialised': '결제에 {slow} ms가 걸리는 결제사로 한꺼번에 보낸, 저마다 다른 키의 결제 {count}건이 서로를 기다렸습니다. 마지막 응답은 {ms} ms 뒤, 결제 시간의 {times}배였습니다. charge() 동안 잠금이나 트랜잭션을 쥐고 있습니다.',
+  'step.05.serialised': '결제에 {slow} ms가 걸리는 결제사로 한꺼번에 보낸, 저마다 다른 키의 결제 {count}건이 서로를 기다렸습니다. 결제사 명세서를 보면 결제가 끝난 시각이 {ms} ms, 결제 시간의 {times}배만큼 벌어져 있습니다. charge() 동안 잠금이나 트랜잭션을 쥐고 있습니다.',
   'step.05.serialised.why': '잠금은 키를 차지하는 동안만 쥐고, 결제사를 부르는 동안에는 절대 쥐지 마세요. 느린 결제 하나가 다른 모든 고객을 멈춰 세우면 안 됩니다.',
   'step.06.part.restart': '재시작 뒤:',
   'step.06.part.shared': '다른 인스턴스에서:',

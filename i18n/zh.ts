@@ -358,7 +358,7 @@ export const zh: Record<MessageKey, string> = {
   'step.05.othersFailed': '与一笔慢支付同时发送的 {count} 笔各自带键的支付都必须成功（201）；其中一笔在 {ms} 毫秒后得到了 {status}。',
   'step.05.othersFailed.why': '不同键的支付之间没有什么需要等的：只有同一个键的请求才必须是一笔支付。',
   'step.05.othersSame': '{count} 笔各自带键的支付得到了相同的 payment_id：每个键都是一笔独立的支付。',
-  'step.05.serialised': '同时发给一个每次扣款要 {slow} 毫秒的支付服务商、各自带键的 {count} 笔支付互相等待：最后一笔在 {ms} 毫秒后才得到应答，是扣款时间的 {times} 倍。charge() 期间一直持有锁或事务。',
+  'step.05.serialised': '同时发给一个每次扣款要 {slow} 毫秒的支付服务商、各自带键的 {count} 笔支付互相等待：按支付服务商的对账单，这些扣款的结束时间相差 {ms} 毫秒，是扣款时间的 {times} 倍。charge() 期间一直持有锁或事务。',
   'step.05.serialised.why': '锁只在占用键的那一刻持有，绝不要在调用支付服务商期间持有：一笔慢支付不能拖住其他所有顾客。',
   'step.06.part.restart': '重启之后：',
   'step.06.part.shared': '在另一个实例上：',
