@@ -2,6 +2,7 @@ import { CheckFailed, expect } from '../grader/failure.js';
 import { sentences, statements, wordCount, type Statement } from '../grader/markdown.js';
 import { t } from '../i18n/index.js';
 import type { Step } from './types.js';
+import { anyOf, pattern, phraseSource, WORDS, type Phrase, type Words } from './words/index.js';
 
 /** A failure a client may meet. */
 export type Outcome = 'timeout' | '400' | '401' | '403' | '404' | '409' | '422' | '429' | '500' | '502' | '503' | '504';
@@ -26,59 +27,77 @@ const TRUTH: Partial<Record<Outcome, { retry: boolean; strict: boolean }>> = {
   '403': { retry: false, strict: false },
 };
 
-const TIMEOUT =
-  /time[- ]?outs?|timed out|no (?:response|answer|reply)|network (?:error|failure)|connection (?:reset|refused|lost|error)|응답\s*(?:이\s*)?없|무응답|타임아웃|시간\s*초과|超时|没有(?:收到)?(?:回复|响应|应答)|无(?:回复|响应)|未收到/gi;
 const CODE = /\b(400|401|403|404|409|422|429|500|502|503|504)\b/g;
 
-/** Sending the request again, in the words learners use: retry, resend, send (it) again, try again. */
-const ACTION = String.raw`(?:retr(?:y|ied|ies|ying|yable|iable)|re-?send(?:s|ing)?|send(?:s|ing)?\s+(?:it\s+|them\s+|this\s+|that\s+|the\s+(?:same\s+)?request\s+)?again|tr(?:y|ies|ying)\s+(?:it\s+|them\s+)?again)\b`;
-/** Up to eight words between a retry and what is said of it, never across a mark: `retrying [the same request] won't help`. */
-const BETWEEN = String.raw`(?:\s+(?!-+\s)[^\s.;:,!?—–()]+){0,8}?`;
-/** Korean "even if sent again" (재시도해도, 다시 보내도) and "if sent again" (재시도하면, 다시 보내면). */
-const KO_EVEN_IF = String.raw`(?:재시도(?:해도|하더라도|해\s*봤자|해\s*봐야)|(?:다시\s*보내|재전송)(?:도|더라도|해도|봤자|봐야))`;
-const KO_IF = String.raw`(?:재시도(?:하면|해\s*봐도)|(?:다시\s*보내|재전송)(?:면|하면))`;
-const ZH_AGAIN = '(?:重试|重发|再发|重新发送|再次发送)';
+/** Marks that say retry, or do not, in any language. */
+const YES_MARKS = ['✅', '✔', '✓', '√', '⭕'];
+const NO_MARKS = ['❌', '✗', '✘', '🚫', '×'];
+const marks = (list: string[]) => list.map((m) => m.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
+
+/** The end of a clause: nothing but a mark or the end follows. */
+const CLAUSE_END = String.raw`(?=\s*(?:$|[,.;:!?)，。；：！？）]))`;
+
+/** How far from the retry word a futile phrase may stand (the table's gap). */
+function gapSource(w: Words): string {
+  const gap = w.retry.gap;
+  // Whole words, never across a mark: `retrying [the same request] won't help`.
+  if ('words' in gap) return String.raw`(?:\s+(?!-+\s)[^\s.;:,!?—–()]+){0,${gap.words}}?\s+`;
+  return `[^${gap.stopAt.replace(/[\]\\^-]/g, '\\$&')}]{0,${gap.chars}}?`;
+}
+
+/** The "do not retry" phrases of one language's table (steps/words). */
+function negatives(w: Words): RegExp[] {
+  const sep = w.spaced ? String.raw`\s+` : String.raw`\s*`;
+  const again = anyOf(w.retry.again, w);
+  const out: string[] = [];
+  if (w.retry.notBefore.length) {
+    const between = w.retry.between.length ? `(?:${anyOf(w.retry.between, w)}${sep})?` : '';
+    out.push(`${anyOf(w.retry.notBefore, w)}${sep}${between}${again}`);
+  }
+  if (w.retry.notAfter.length) out.push(`${again}${sep}${anyOf(w.retry.notAfter, w)}`);
+  if (w.retry.no.length) out.push(anyOf(w.retry.no, w));
+  for (const f of w.retry.futile) {
+    out.push(`${anyOf(f.after ?? w.retry.again, w)}${gapSource(w)}${anyOf(f.then, w)}${f.clauseEnd ? CLAUSE_END : ''}`);
+  }
+  return out.map((source) => new RegExp(source, 'gi'));
+}
 
 /**
- * Verdict words and phrases (a negative phrase wins over the positive word it contains:
- * earliest, then longest). Bare yes/no, always/never, 是/否 are not among them: they are a
- * verdict only as a whole cell or right after the response (`400: no`), see bareVerdict.
+ * Verdict words and phrases, built from the word tables (steps/words; a negative phrase
+ * wins over the positive word it contains: earliest, then longest). Bare yes/no,
+ * always/never, 是/否 are not among them: they are a verdict only as a whole cell or right
+ * after the response (`400: no`), see bareVerdict.
  */
-const NEGATIVE = [
-  new RegExp(
-    String.raw`\b(?:do not|don't|never|no|not|must not|mustn't|should not|shouldn't|won't|will not|would not|wouldn't|cannot|can't|can not|need not|needn't|no need to|shall not|better not|not worth|no point(?: in)?|no use|no sense in|pointless to|useless to)\s+(?:be\s+)?${ACTION}`,
-    'gi',
-  ),
-  /\bnon[- ]?retr(?:y|yable|iable)\b/gi,
-  // "retrying won't help", "resending it is pointless", "retrying never succeeds"
-  new RegExp(
-    String.raw`\b${ACTION}${BETWEEN}\s+(?:(?:won't|will not|wouldn't|would not|doesn't|does not|can't|cannot|will never|never|isn't going to|is not going to|is unlikely to)\s+(?:helps?|succeeds?|works?|fix(?:es)?|changes?|matters?|make a difference)|(?:is|are|would be|will be|is just|is only)\s+(?:pointless|useless|futile|meaningless|hopeless|no use|of no use|no good|a waste|wasted|wasteful|in vain|not going to help|not helpful|not useful)|will (?:only |just |always )?fail (?:again|the same way)|(?:only |just |always )?fails? (?:again|the same way|every time)|(?:gives?|returns?|gets?|yields?|produces?|ends? (?:up )?with|results? in) the same(?: (?:error|failure|result|status|rejection|refusal))?(?=\s*(?:$|[,.;:!?)])))`,
-    'gi',
-  ),
-  /\bgive\s+up\b(?!\s+(?:after|once|when|if|only|eventually|later|at\b))|\bfail[- ]fast\b/gi,
-  /❌|✗|✘|🚫|×/g,
-  /(?:재시도|재전송)\s*(?:하지\s*(?:않|마)|안(?!\s*전|정|심)|금지|불가|X|x|불필요|하면\s*안|할\s*필요\s*(?:가\s*)?없)|다시\s*보내(?:지\s*(?:않|마)|면\s*안)/g,
-  new RegExp(String.raw`${KO_EVEN_IF}[^.。!?]{0,30}?(?:소용\s*(?:이\s*)?없|의미\s*(?:가\s*)?없|마찬가지|똑같|같은\s*(?:결과|오류|에러|응답|실패)|실패|안\s*된)`, 'g'),
-  new RegExp(String.raw`${KO_IF}[^.。!?]{0,30}?(?:소용\s*(?:이\s*)?없|의미\s*(?:가\s*)?없|마찬가지|똑같|같은\s*(?:결과|오류|에러|실패))`, 'g'),
-  /(?:재시도\s*)?(?:아니오|아니요|안\s*함)|포기/g,
-  /不(?:要|应|应该|能|可|必|用|需要)?(?:再)?(?:重试|重发|重新发送|再次发送|再发)|别(?:再)?(?:重试|重发)|禁止重试|勿重试|无需重试|放弃|快速失败/g,
-  new RegExp(String.raw`${ZH_AGAIN}[^，。；,;]{0,10}?(?:没用|无济于事|没有用|无用|没有意义|毫无意义|不会成功|还是(?:\s*(?:[，。；,;]|$)|一样|同样|会?失败|错)|也(?:会)?失败|结果(?:都)?一样|一样失败)`, 'g'),
-];
+const NEGATIVE = [...WORDS.flatMap(negatives), new RegExp(marks(NO_MARKS), 'g')];
 const POSITIVE = [
-  new RegExp(String.raw`\b${ACTION}`, 'gi'),
-  /\b(?:do not|don't|never|not)\s+(?:to\s+)?give\s+up\b/gi,
-  /✅|✔|✓|√|⭕/g,
-  /재시도|재전송|다시\s*(?:보내|보낸|보냄|보낼|전송|시도)|포기하지\s*(?:말|않)/g,
-  /重试|重发|重新发送|再次发送|再发|再试|不要放弃|别放弃/g,
+  ...WORDS.flatMap((w) => [w.retry.again, w.retry.yes].filter((g) => g.length).map((g) => new RegExp(anyOf(g, w), 'gi'))),
+  new RegExp(marks(YES_MARKS), 'g'),
 ];
 
+/** No response at all, in any language (matched anywhere: `ReadTimeout`). */
+const TIMEOUT = pattern(WORDS, (w) => w.timeout, 'gi', false);
+
+/** A whole-answer word of any table, as an expression (a single letter not when a word goes on: `n-th`, `x.y`). */
+function bareSource(words: string[]): string {
+  return words
+    .sort((a, b) => b.length - a.length)
+    .map((word) => phraseSource(word, { spaced: false, bounded: false }) + (word.length === 1 ? String.raw`(?![-'’.]\w)` : ''))
+    .join('|');
+}
+const lower = (list: Phrase[]) => new Set(list.map((p) => (typeof p === 'string' ? p : p.say).toLowerCase()));
+const BARE_YES_WORDS = WORDS.flatMap((w) => w.retry.bareYes).map(String);
+const BARE_NO_WORDS = WORDS.flatMap((w) => w.retry.bareNo).map(String);
+
 /** A bare verdict word: yes / no, always / never, O / X, 예 / 아니오, 是 / 否. */
-const BARE_WORD = /^\s*(yes|no|always|never|[ynox](?![-'’.]\w)|⭕|예|네|아니오|아니요|항상|是|否|可以)(?![A-Za-z0-9/\uac00-\ud7a3\u4e00-\u9fff])/i;
-const BARE_POSITIVE = /^(?:yes|always|y|o|⭕|예|네|항상|是|可以)$/i;
+const BARE_WORD = new RegExp(
+  String.raw`^\s*(${bareSource([...BARE_YES_WORDS, ...BARE_NO_WORDS, '⭕'])})(?![A-Za-z0-9/\uac00-\ud7a3\u4e00-\u9fff])`,
+  'i',
+);
+const BARE_POSITIVE = new Set([...lower(BARE_YES_WORDS), '⭕']);
 /** Bare words that also begin ordinary phrases (`no way to know`, `never arrives`, `always fails`). */
-const AMBIGUOUS = /^(?:no|never|always|[ynox])$/i;
+const AMBIGUOUS = lower(WORDS.flatMap((w) => w.retry.ambiguous));
 /** What follows such a word when it begins a phrase, not a verdict, even in a verdict cell. */
-const PHRASE_GOES_ON = /^\s+(?:way|idea|one|telling|guarantee|clue|knowing|answer|response|reply|know|knows|arrives?|arrived|reached|gets?|got|fails?)\b/i;
+const PHRASE_GOES_ON = new RegExp(String.raw`^\s+(?:${pattern(WORDS, (w) => w.retry.goesOn).source})`, 'i');
 
 /**
  * The verdict a bare word at the start of text gives. Strictly (a line, or a first look at
@@ -91,14 +110,16 @@ function bareVerdict(text: string, loose: boolean): { retry: boolean; length: nu
   const m = BARE_WORD.exec(text);
   if (!m) return undefined;
   const after = text.slice(m[0].length);
-  if (AMBIGUOUS.test(m[1]) && (loose ? PHRASE_GOES_ON.test(after) : !/^\s*(?:$|[,.;:!?)(（），、。！？—–-]|->|→)/.test(after))) return undefined;
-  return { retry: BARE_POSITIVE.test(m[1]), length: m[0].length };
+  if (AMBIGUOUS.has(m[1].toLowerCase()) && (loose ? PHRASE_GOES_ON.test(after) : !/^\s*(?:$|[,.;:!?)(（），、。！？—–-]|->|→)/.test(after))) return undefined;
+  return { retry: BARE_POSITIVE.has(m[1].toLowerCase()), length: m[0].length };
 }
 
 /** A labelled verdict: `Retry: no`, `retry? yes`, `Retry: always`, `재시도: 아니오`, `재시도 여부: X`, `是否重试：否`. */
-const LABELLED =
-  /(?:\bretry|재시도(?:\s*여부)?|是否(?:要)?重试|重试)\s*(?:[?？]\s*[:：=]?|[:：=])\s*(yes|y|o|⭕|✅|✔|✓|예|네|是|always|no|n|never|x|❌|✗|✘|🚫|아니오|아니요|否)(?![A-Za-z\u3131-\u318e\uac00-\ud7a3\u4e00-\u9fff])/i;
-const LABEL_YES = /^(?:yes|y|o|⭕|✅|✔|✓|예|네|是|always)$/i;
+const LABELLED = new RegExp(
+  String.raw`(?:${pattern(WORDS, (w) => w.retry.label).source})\s*(?:[?？]\s*[:：=]?|[:：=])\s*(${bareSource([...BARE_YES_WORDS, ...BARE_NO_WORDS])}|${marks([...YES_MARKS, ...NO_MARKS])})(?![A-Za-z\u3131-\u318e\uac00-\ud7a3\u4e00-\u9fff])`,
+  'i',
+);
+const LABEL_YES = new Set([...BARE_POSITIVE, ...YES_MARKS]);
 
 /**
  * The verdict a text gives: a labelled one (`Retry: no`) first, else the earliest verdict
@@ -107,7 +128,7 @@ const LABEL_YES = /^(?:yes|y|o|⭕|✅|✔|✓|예|네|是|always)$/i;
 function firstVerdict(raw: string): boolean | undefined {
   const text = raw.replace(/[’‘ʼ]/g, "'");
   const labelled = LABELLED.exec(text);
-  if (labelled) return LABEL_YES.test(labelled[1]);
+  if (labelled) return LABEL_YES.has(labelled[1].toLowerCase());
   let best: { at: number; len: number; retry: boolean } | undefined;
   const consider = (patterns: RegExp[], retry: boolean) => {
     for (const pattern of patterns) {
@@ -187,8 +208,8 @@ export interface Reading {
 }
 
 /** The header of a table's verdict column: one about retrying first, else one about what to do. */
-const VERDICT_HEADER = /retry|재시도|重试|verdict|판단|是否|결론|again/i;
-const ACTION_HEADER = /action|what to do|handling|decision|조치|처리|대응|결정|处理|做法|对策|决定/i;
+const VERDICT_HEADER = pattern(WORDS, (w) => w.retry.verdictHeader, 'i', false);
+const ACTION_HEADER = pattern(WORDS, (w) => w.retry.actionHeader, 'i', false);
 
 /**
  * The verdict of a table's verdict cell: a bare word (`No`, `always`, `예`, `否`) or the
@@ -247,12 +268,10 @@ function classifyText(text: string, fallback?: boolean): Classification | Unread
 }
 
 /** Headings and list items that only label what follows, never a verdict: `Which failures to retry`, `Retry policy`. */
-const QUESTION =
-  /\b(?:which|what|when|whether|how|why|policy|policies|rules?|strategy|strategies|overview|summary|notes?|plan|or)\b|[?？]|어떤|무엇|언제|여부|정책|전략|규칙|哪些|什么|是否|何时|策略|规则|吗/i;
+const QUESTION = new RegExp(`${pattern(WORDS, (w) => w.retry.notALabel).source}|[?？]`, 'i');
 
 /** Words a verdict label may have besides its verdict: `Retry these`, `Do not retry (client errors)`, `5xx: retry with backoff`. */
-const LABEL_FILLER =
-  /\b(?:these|those|them|it|this|the|following|responses?|failures?|errors?|codes?|cases?|status(?:es)?|outcomes?|answers?|safe|ok|okay|to|can|be|should|must|always|with|backoff|later|after|a|pause|wait|delay|yes|no|[45]xx)\b/gi;
+const LABEL_FILLER = new RegExp(String.raw`${pattern(WORDS, (w) => w.retry.labelFiller).source}|\b[45]xx\b`, 'gi');
 
 /**
  * The verdict a heading or a list item gives to the items under it: `## Do not retry`,
@@ -287,7 +306,7 @@ function parts(text: string): string[] {
 }
 
 /** A sentence giving the verdict of the one before it to another response: `The same goes for a 422.` */
-const LIKEWISE = /\b(?:the same (?:goes|is true|holds|applies) for|same for|likewise|similarly)\b|마찬가지|同样|也一样/i;
+const LIKEWISE = pattern(WORDS, (w) => w.retry.likewise);
 
 /** Sentences or items read as one text: `;` after one that ends with no mark, so that `- 400` over `- no` reads `400; no`. */
 function joined(texts: string[]): string {
@@ -404,8 +423,8 @@ export function classify(markdown: string): Classification[] {
   return read(markdown).found;
 }
 
-const BACKOFF = /back-?off|exponential|지수|백오프|退避|指数/i;
-const JITTER = /jitter|지터|抖动|随机|랜덤|무작위|random/i;
+const BACKOFF = pattern(WORDS, (w) => w.backoff, 'i', false);
+const JITTER = pattern(WORDS, (w) => w.jitter, 'i', false);
 
 /** The minimum number of outcomes a learner must classify (lab sheet, step 7). */
 export const MIN_OUTCOMES = 4;

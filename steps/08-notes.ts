@@ -2,13 +2,15 @@ import { expect } from '../grader/failure.js';
 import { sentences, statements, wordCount } from '../grader/markdown.js';
 import { t } from '../i18n/index.js';
 import type { Step } from './types.js';
+import { pattern, WORDS } from './words/index.js';
 
 /** A mention of the idempotency key: a line about "a different request" counts for the body idea only with one. */
-const KEY = /\bkeys?\b|idempoten|키|键/i;
+const KEY = pattern(WORDS, (w) => w.notes.key);
 
 /**
  * The three ideas 08-notes.md must cover, each recognised in Korean (the lab sheet asks
- * for 재시도, 저장, 본문), English or Chinese, whatever language the learner writes in.
+ * for 재시도, 저장, 본문), English or Chinese, whatever language the learner writes in
+ * (the words: steps/words/en.ts, ko.ts, zh.ts).
  * `pattern` counts anywhere; `underKey` only in a line (a list item or paragraph) that
  * also names the key.
  */
@@ -17,8 +19,7 @@ export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegE
     get name() {
       return t('step.08.concept.retry');
     },
-    pattern:
-      /retr(?:y|ies|ied|ying)|\bre-?send|\bsend(?:s|ing)?\s+(?:it\s+|them\s+|the\s+(?:same\s+)?(?:request|payment)\s+)?again|\btr(?:y|ies|ying)\s+(?:it\s+)?again|재시도|재전송|다시\s*(?:보내|보낸|보냄|보낼|전송|시도)|重试|再试|再发|重发|重新发送|再次发送/i,
+    pattern: pattern(WORDS, (w) => w.retry.again),
     get missing() {
       return t('step.08.concept.retry.missing');
     },
@@ -27,16 +28,7 @@ export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegE
     get name() {
       return t('step.08.concept.store');
     },
-    pattern: new RegExp(
-      [
-        String.raw`\bstor(?:e|ed|es|ing|age)\b|\bsav(?:e|ed|es|ing)\b|persist|database|\bDB\b|redis|sqlite|\bremember(?:s|ed|ing)?\b`,
-        // "kept in a table every instance shares", "keeps them in the shared store": keeping somewhere, not any table
-        String.raw`\b(?:keep|keeps|keeping|kept)\b(?:\s+\S+){0,6}?\s+(?:in|on|inside)\s+(?:a|an|the|one|its|our|their|some)?\s*(?:\S+\s+){0,2}?(?:table|store|db|disk|file)\b`,
-        String.raw`\b(?:table|store)\s+(?:that\s+)?(?:every|all|each|both)\s+(?:\S+\s+)?(?:instances?|servers?|process(?:es)?)\b|\bshared\s+(?:table|store)\b`,
-        '저장|보관|기억|存储|保存|存放|数据库|记住',
-      ].join('|'),
-      'i',
-    ),
+    pattern: new RegExp(`${pattern(WORDS, (w) => w.notes.store).source}|${pattern(WORDS, (w) => w.notes.keptIn).source}`, 'i'),
     get missing() {
       return t('step.08.concept.store.missing');
     },
@@ -45,9 +37,8 @@ export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegE
     get name() {
       return t('step.08.concept.body');
     },
-    pattern: /\bbod(?:y|ies)\b|payload|본문|正文|请求体|请求内容/i,
-    underKey:
-      /\b(?:different|other|another|changed|new)\s+(?:amounts?|requests?|data|parameters|contents?)\b|다른\s*(?:금액|요청|내용)|(?:不同|另一个|另外的?)的?(?:金额|请求)/i,
+    pattern: pattern(WORDS, (w) => w.notes.body),
+    underKey: pattern(WORDS, (w) => w.notes.differentRequest),
     get missing() {
       return t('step.08.concept.body.missing');
     },
