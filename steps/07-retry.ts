@@ -126,9 +126,14 @@ const LABEL_YES = new Set([...BARE_POSITIVE, ...YES_MARKS]);
  * word or phrase. Typographic apostrophes (don’t) read as plain ones.
  */
 function firstVerdict(raw: string): boolean | undefined {
+  return verdictAt(raw)?.retry;
+}
+
+/** The verdict firstVerdict reads, and where in the text it starts. */
+function verdictAt(raw: string): { retry: boolean; at: number } | undefined {
   const text = raw.replace(/[’‘ʼ]/g, "'");
   const labelled = LABELLED.exec(text);
-  if (labelled) return LABEL_YES.has(labelled[1].toLowerCase());
+  if (labelled) return { retry: LABEL_YES.has(labelled[1].toLowerCase()), at: labelled.index };
   let best: { at: number; len: number; retry: boolean } | undefined;
   const consider = (patterns: RegExp[], retry: boolean) => {
     for (const pattern of patterns) {
@@ -140,7 +145,26 @@ function firstVerdict(raw: string): boolean | undefined {
   };
   consider(NEGATIVE, false);
   consider(POSITIVE, true);
-  return best?.retry;
+  return best && { retry: best.retry, at: best.at };
+}
+
+/** "Except" (steps/words): `Retry everything except 400 and 422`, `400을 제외하고 모두 재시도`, `除了 400 以外都重试`. */
+const EXCEPT = pattern(WORDS, (w) => w.retry.except);
+
+/**
+ * Whether a verdict is given to all but the responses named: `except` stands between the
+ * verdict and the responses (`retry everything except 400`, `400 빼고 재시도`), or before both
+ * (`除了 400 都重试`, `Except for 400, retry`).
+ */
+function excepted(text: string): boolean {
+  const except = EXCEPT.exec(text);
+  if (!except) return false;
+  const masked = text.replace(TIMEOUT, (m) => ' '.repeat(m.length)).replace(CODE, (m) => ' '.repeat(m.length));
+  const verdict = verdictAt(masked);
+  const outcome = masked.split('').findIndex((c, i) => c !== text[i]);
+  if (!verdict || outcome < 0) return false;
+  const [v, e, o] = [verdict.at, except.index, outcome];
+  return (v < e && e < o) || (o < e && e < v) || (e < o && o < v);
 }
 
 /** The outcomes a text names. */
@@ -157,6 +181,11 @@ function withoutOutcomes(text: string): string {
 
 /** Where the subject of a line ends: `503: retry`, `400 — no`, `timeout → retry`, `...; always retry a timeout`. */
 const CLAUSE_BREAK = /\s*(?:[:：;；→]|->|=>|\s[-–—]\s|—)\s*/;
+/** The same, and contrasts: `Retry 503, but a 400 is final` is about 503 (steps/words). */
+function clauseBreak(): RegExp {
+  return (CLAUSE_OR_CONTRAST ??= new RegExp(`${CLAUSE_BREAK.source}|${CONTRAST_SOURCE}`, 'i'));
+}
+let CLAUSE_OR_CONTRAST: RegExp | undefined;
 /** The same breaks, and `?` or `=` (`400? No.`, `400 = no`), found one after another. */
 const SUBJECT_BREAK = /\s*(?:[:：;；→=?？]|->|=>|\s[-–—]\s|—)\s*/g;
 
@@ -165,7 +194,7 @@ const SUBJECT_BREAK = /\s*(?:[:：;；→=?？]|->|=>|\s[-–—]\s|—)\s*/g;
  * mentioning another response (`503: retry, unlike a 400`) does not classify that one too.
  */
 function subjectOutcomes(text: string): Outcome[] {
-  for (const clause of text.split(CLAUSE_BREAK)) {
+  for (const clause of text.split(clauseBreak())) {
     const found = outcomesIn(clause);
     if (found.length) return found;
   }
@@ -260,10 +289,20 @@ function classifyText(text: string, fallback?: boolean): Classification | Unread
   const bare = at === undefined ? undefined : bareVerdict(text.slice(at), false);
   if (bare && at !== undefined) said = `${text.slice(0, at)} ${text.slice(at + bare.length)}`;
   const rest = withoutOutcomes(said);
-  const retry = bare?.retry ?? firstVerdict(rest) ?? fallback;
+  let stated = bare?.retry ?? firstVerdict(rest);
+  // "Retry everything except 400": the opposite for the responses named.
+  if (stated !== undefined && !bare && excepted(text)) stated = !stated;
+  // Nothing but the response and a bare word: `400 never`, `503 always.`
+  if (stated === undefined) {
+    const whole = bareVerdict(rest.trim(), false);
+    if (whole && /^[\s.,;:!?。，；：！？]*$/.test(rest.trim().slice(whole.length))) stated = whole.retry;
+  }
+  const retry = stated ?? fallback;
   if (retry === undefined) return { outcomes, text };
   let reason = rest.replace(/[’‘ʼ]/g, "'").replace(LABELLED, ' ');
   for (const pattern of [...NEGATIVE, ...POSITIVE]) reason = reason.replace(pattern, ' ');
+  // A verdict left implied (`but never 400`, `400 should not`) is no reason either.
+  if (stated === undefined) for (const e of [ELLIPTIC_NOT, ELLIPTIC_SO, ELLIPTIC_TOO]) reason = reason.replace(e.start, ' ').replace(e.end, ' ');
   return { outcomes, retry, reason: reason.replace(/[-–—:|,.;()?→]+/g, ' ').trim(), text };
 }
 
@@ -289,11 +328,95 @@ function labelVerdict(text: string | undefined): boolean | undefined {
   return /[A-Za-z]{2,}/.test(left.replace(LABEL_FILLER, ' ')) ? undefined : verdict;
 }
 
+/** Words joining two clauses (steps/words): `contrast` ones (`503 retry, but 400 never`), and weak ones (a comma, `and`). */
+function joinerSource(words: string[], w: Words): string[] {
+  const escapeWord = (word: string) => word.split(' ').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join(String.raw`\s+`);
+  return words.map((word) => {
+    if (word.startsWith('-')) return String.raw`${escapeWord(word.slice(1))}[,，]?\s+`;
+    if (w.spaced) return String.raw`\s*[,，]?\s+\b${escapeWord(word)}\b[,，]?\s+`;
+    return String.raw`\s*[,，]\s*${escapeWord(word)}[,，]?\s*|\s+${escapeWord(word)}[,，]?\s+`;
+  });
+}
+const CONTRAST_SOURCE = WORDS.flatMap((w) => joinerSource(w.retry.contrast, w)).join('|');
+const WEAK_SOURCE = [...WORDS.flatMap((w) => joinerSource(w.retry.and, w)), String.raw`\s*[,，]\s*`].join('|');
+/** Where a clause ends and another begins: group 1 a contrast, else a weak joiner. */
+const JOINER = new RegExp(`(${CONTRAST_SOURCE})|(?:${WEAK_SOURCE})`, 'gi');
+
+/** Clause openings and endings that alone give a verdict after a contrast: `but never 400`, `400 should not`, `503 always`, `504 too`. */
+const edges = (group: (w: Words) => Phrase[]) => {
+  const any = pattern(WORDS, group).source;
+  return { start: new RegExp(String.raw`^[\s,，]*(?:${any})`, 'i'), end: new RegExp(String.raw`(?:${any})[\s.!?。！？]*$`, 'i') };
+};
+const ELLIPTIC_NOT = edges((w) => w.retry.not);
+const ELLIPTIC_SO = edges((w) => w.retry.so);
+const ELLIPTIC_TOO = edges((w) => w.retry.too);
+
+/**
+ * The verdict of a clause that names a response but leaves out the verb, from the clause
+ * before it (`prev`): after a contrast, a "not" (`but never 400`, `while 400 should not`)
+ * says do not retry, a "so" after a "do not" (`400 never, but 503 always`) says retry;
+ * after any joiner, `too` / `either` gives the verdict before it (`..., and 504 too`).
+ */
+function ellipticVerdict(clause: string, prev: boolean, contrast: boolean): boolean | undefined {
+  const rest = withoutOutcomes(clause).replace(/[’‘ʼ]/g, "'");
+  const at = (e: { start: RegExp; end: RegExp }) => e.start.test(rest) || e.end.test(rest);
+  if (ELLIPTIC_TOO.end.test(rest)) return prev;
+  if (!contrast) return undefined;
+  if (at(ELLIPTIC_NOT)) return false;
+  if (!prev && at(ELLIPTIC_SO)) return true;
+  return undefined;
+}
+
+/** A part of a sentence to classify, with the verdict it takes from the clause before it when it gives none. */
+interface Part {
+  text: string;
+  verdict?: boolean;
+}
+
+/** Clause splitting stops at sentences this long or with this many joiners (keeps reading linear on any input). */
+const MAX_CLAUSED = 1000;
+const MAX_CLAUSES = 24;
+
+/**
+ * A part's clauses, split where a clause names other responses than those before it and a
+ * verdict of its own or, after a contrast, one left implied (`503 retry, but 400 never`;
+ * `400 and 422: do not retry, 503: retry`). A clause that does not is kept with the one
+ * before it, as its reason.
+ */
+function clauses(part: string): Part[] {
+  if (part.length > MAX_CLAUSED) return [{ text: part }];
+  const joins = [...part.matchAll(JOINER)].slice(0, MAX_CLAUSES);
+  if (joins.length === 0) return [{ text: part }];
+  const out: Part[] = [];
+  let cur: Part = { text: part.slice(0, joins[0].index) };
+  for (let n = 0; n < joins.length; n++) {
+    const join = joins[n];
+    const from = (join.index ?? 0) + join[0].length;
+    const seg = part.slice(from, n + 1 < joins.length ? joins[n + 1].index : part.length);
+    const said = classifyText(cur.text, cur.verdict);
+    const before = new Set(outcomesIn(cur.text));
+    const subject = subjectOutcomes(seg);
+    if (isClassified(said) && subject.length > 0 && subject.every((o) => !before.has(o))) {
+      const own = classifyText(seg);
+      const verdict = isClassified(own) ? undefined : ellipticVerdict(seg, said.retry, join[1] !== undefined);
+      if (isClassified(own) || verdict !== undefined) {
+        out.push(cur);
+        cur = { text: seg, verdict };
+        continue;
+      }
+    }
+    cur.text += join[0] + seg;
+  }
+  out.push(cur);
+  return out;
+}
+
 /**
  * A text's sentences, each split again at `;` where what follows names a response and a
- * verdict of its own (`503 can be retried; a 400 should never be retried`).
+ * verdict of its own (`503 can be retried; a 400 should never be retried`), and then into
+ * clauses (see clauses).
  */
-function parts(text: string): string[] {
+function parts(text: string): Part[] {
   return sentences(text).flatMap((sentence) => {
     const out: string[] = [];
     for (const part of sentence.split(/\s*[;；]\s*/).filter(Boolean)) {
@@ -301,7 +424,7 @@ function parts(text: string): string[] {
       if (out.length === 0 || isClassified(own)) out.push(part);
       else out[out.length - 1] += `; ${part}`;
     }
-    return out;
+    return out.flatMap(clauses);
   });
 }
 
@@ -329,15 +452,20 @@ interface Unit {
  * heading's response, when the heading names one (`## 503` then `Retry: ...`).
  */
 function units(texts: string[], heading: string | undefined, fallback: boolean | undefined): Unit[] {
-  const found: string[][] = [];
+  const found: { texts: string[]; verdict?: boolean }[] = [];
   const leading: string[] = [];
   for (const part of texts.flatMap(parts)) {
-    if (subjectOutcomes(part).length) found.push([part]);
-    else if (found.length) found[found.length - 1].push(part);
-    else leading.push(part);
+    if (subjectOutcomes(part.text).length) found.push({ texts: [part.text], verdict: part.verdict });
+    else if (found.length) found[found.length - 1].texts.push(part.text);
+    else leading.push(part.text);
   }
   const merged: Unit[] = [];
-  for (const text of found.map(joined)) {
+  for (const group of found) {
+    const text = joined(group.texts);
+    if (group.verdict !== undefined) {
+      merged.push({ text, fallback: group.verdict });
+      continue;
+    }
     const own = classifyText(text, fallback);
     const prev = merged.length ? classifyText(merged[merged.length - 1].text, merged[merged.length - 1].fallback) : undefined;
     if (own && !isClassified(own) && isClassified(prev)) {
@@ -386,10 +514,14 @@ export function read(markdown: string): Reading {
     return verdict === false || bothWays ? verdict : undefined;
   };
   const reading: Reading = { found: [], unread: [] };
-  const add = (c: Classification | Unread | undefined) => {
+  /** What each list's items were read as, for the paragraph a list runs on into. */
+  const byList = new Map<number, Classification[]>();
+  const add = (c: Classification | Unread | undefined, list?: number) => {
     if (!c) return;
-    if (isClassified(c)) reading.found.push(c);
-    else reading.unread.push(c);
+    if (isClassified(c)) {
+      reading.found.push(c);
+      if (list !== undefined) byList.set(list, [...(byList.get(list) ?? []), c]);
+    } else reading.unread.push(c);
   };
   const taken = new Set<Statement>();
   for (let i = 0; i < all.length; i++) {
@@ -406,14 +538,27 @@ export function read(markdown: string): Reading {
       // The sentences of one paragraph.
       texts = [st.text];
       while (i + 1 < all.length && all[i + 1].block === st.block) texts.push(all[++i].text);
+      // A paragraph a list ran on into (`- 422` over `These are final because...`): when it
+      // names no response and labels no list of its own, it is the reason of the items above
+      // that give none; it never changes their verdicts.
+      if (st.runOn !== undefined && !texts.some((text) => subjectOutcomes(text).length)) {
+        const text = joined(texts);
+        const intro = all[i + 1]?.intro === text;
+        if (!intro) {
+          for (const c of byList.get(st.runOn) ?? []) if (wordCount(c.reason) < 2) c.reason = `${c.reason} ${text}`.trim();
+        }
+        continue;
+      }
     }
     let fallback: boolean | undefined;
     for (const label of [...(st.within ?? [])].reverse()) {
       fallback = labelVerdict(label);
       if (fallback !== undefined) break;
     }
+    // The label of the list (`Do not retry:` over `- 400`), then the heading's.
+    if (fallback === undefined && st.intro) fallback = labelVerdict(st.intro);
     fallback ??= fromHeading(st.heading);
-    for (const unit of units(texts, st.heading, fallback)) add(classifyText(unit.text, unit.fallback));
+    for (const unit of units(texts, st.heading, fallback)) add(classifyText(unit.text, unit.fallback), st.list);
   }
   return reading;
 }

@@ -237,6 +237,8 @@ export const en: Words = {
     ],
     // Alone in a clause after "but": "400 never, but 503 always", "but 503 yes".
     so: ['always', 'yes', 'do', 'does', 'should', 'must', 'can'],
+    // "Retry everything except 400 and 422": the responses named get the other verdict.
+    except: ['except', 'except for', 'other than', 'apart from', 'save for', 'excluding'],
   },
 
   notes: {

@@ -90,6 +90,8 @@ export interface Words {
     not: Phrase[];
     /** Words that alone, at the start or end of a clause after `contrast`, say "do": `400 never, but 503 always`. */
     so: Phrase[];
+    /** "Except": the responses named get the verdict opposite to the one given (`retry everything except 400`). */
+    except: Phrase[];
   };
 
   /** Step 08: the ideas of 08-notes.md (the idea "why retries are unavoidable" is `retry.again`). */
