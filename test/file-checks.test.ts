@@ -72,6 +72,14 @@ const PASSES: Record<string, { sentence: RegExp; warnings?: RegExp[] }> = {
     sentence: /classifies timeout, 500, 400, 422 with reasons/,
     warnings: [/names 503 but no retry verdict could be read from the line "503 \| depends \| the server is overloaded/],
   },
+  // A list's last item running on into a paragraph line: the line is a label, or the reason of the items above.
+  '07-retry/pass-run-on-labels.md': { sentence: /classifies timeout, 503, 400, 422 with reasons/ },
+  '07-retry/pass-ko-run-on-labels.md': { sentence: /classifies timeout, 503, 400, 422 with reasons/ },
+  '07-retry/pass-zh-run-on-labels.md': { sentence: /classifies timeout, 503, 400, 422 with reasons/ },
+  // One line giving two responses two verdicts.
+  '07-retry/pass-two-verdicts-line.md': { sentence: /classifies 503, 400, 422, timeout, 500, 404 with reasons/ },
+  '07-retry/pass-ko-two-verdicts.md': { sentence: /classifies 503, 400, timeout, 422 with reasons/ },
+  '07-retry/pass-zh-two-verdicts.md': { sentence: /classifies 503, 400, timeout, 422 with reasons/ },
 
   '08-notes/pass-en.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
   '08-notes/pass-ko.md': { sentence: /covers why retries are unavoidable/ },
@@ -126,6 +134,13 @@ const FAIL_REASONS: Record<string, RegExp> = {
   '07-retry/fail-resend-400.md': /says to retry 400; a client should not/,
   '07-retry/fail-give-up-503.md': /says not to retry 503; a client should retry it/,
   '07-retry/fail-give-up-timeout.md': /says not to retry a timeout \(no response\)/,
+  '07-retry/fail-run-on-no-reasons.md': /must classify at least 4 responses .*each with a reason; it classifies 2\./,
+  '07-retry/fail-run-on-retry-400.md': /says to retry 400; a client should not/,
+  '07-retry/fail-ko-run-on-retry-422.md': /says to retry 422; a client should not/,
+  '07-retry/fail-zh-run-on-no-retry-503.md': /says not to retry 503; a client should retry it/,
+  '07-retry/fail-two-verdicts-never-503.md': /says not to retry 503; a client should retry it/,
+  '07-retry/fail-ko-two-verdicts-retry-422.md': /says to retry 422; a client should not/,
+  '07-retry/fail-zh-two-verdicts-no-retry-timeout.md': /says not to retry a timeout \(no response\)/,
 
   '08-notes/fail-two-lines.md': /must have at least 3 lines of your own words; it has 2\./,
   '08-notes/fail-no-body.md': /does not say why a reused key with a different body is refused/,
