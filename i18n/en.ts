@@ -337,6 +337,11 @@ export const en = {
   'help.version': 'print the version number',
   'help.help': 'show what this command does and takes',
   'help.helpCommand': 'show what a command does and takes',
+  // --- filechecks ---
+  'step.07.bothVerdicts': '07-retry.md gives {label} both verdicts, retry and do not retry; say one.',
+  'step.07.bothVerdicts.why': 'A client does one thing with each failure: a response listed both ways (under both headings, say) is not a policy.',
+  'step.08.oneSentence': '08-notes.md names {list} in one sentence; explain each idea in a sentence of its own.',
+  'step.08.oneSentence.why': 'Naming the three ideas is not explaining them: say why clients retry, where the keys live, and why another body under a used key is refused.',
 } as const;
 
 /** A message's key. */

@@ -234,6 +234,45 @@ function isClassified(c: Classification | Unread | undefined): c is Classificati
 export interface Reading {
   found: Classification[];
   unread: Unread[];
+  /** Sentences giving every response one verdict, naming none: `Retry everything.`, `Never retry anything.` */
+  blanket: { retry: boolean; text: string }[];
+}
+
+/**
+ * The standard reason phrases of HTTP statuses (RFC 9110 section 15): `400 Bad Request: no`
+ * names the response twice and gives no reason.
+ */
+const STATUS_TEXT =
+  /\b(?:bad request|unauthori[sz]ed|forbidden|not found|conflict|unprocessable (?:entity|content)|too many requests|internal server error|bad gateway|service unavailable|gateway(?: time-?out)?|request time-?out)\b/gi;
+
+/** How many words of reason a classification gives, the status's own name left out. */
+export function reasonWords(reason: string): number {
+  return wordCount(reason.replace(STATUS_TEXT, ' '));
+}
+
+/** Blanket words (steps/words): `everything` with a retry, `anything` with a "do not". */
+const EVERYTHING = pattern(WORDS, (w) => w.retry.everything);
+const ANYTHING = pattern(WORDS, (w) => w.retry.anything);
+
+/**
+ * The blanket verdict of a sentence naming no response, if it is one: a clause that is
+ * little more than a retry and `everything` (`Retry everything, with backoff`, `Always
+ * retry every failure`), or a "do not" and `anything` (`Never retry anything`). A clause
+ * saying more (`A client that retries everything hammers the server`) is not one.
+ */
+function blanketVerdict(sentence: string): boolean | undefined {
+  if (EXCEPT.test(sentence)) return undefined;
+  for (const clause of sentence.split(/[,;:，；：。.!?！？]/)) {
+    const retry = firstVerdict(clause);
+    if (retry === undefined) continue;
+    const all = (retry ? EVERYTHING : ANYTHING).exec(clause);
+    if (!all) continue;
+    let left = clause.replace(all[0], ' ').replace(/[’‘ʼ]/g, "'");
+    for (const p of [...NEGATIVE, ...POSITIVE]) left = left.replace(p, ' ');
+    left = left.replace(LABEL_FILLER, ' ').replace(new RegExp(BACKOFF.source, 'gi'), ' ').replace(new RegExp(JITTER.source, 'gi'), ' ');
+    if (wordCount(left) <= 2) return retry;
+  }
+  return undefined;
 }
 
 /** The header of a table's verdict column: one about retrying first, else one about what to do. */
@@ -513,7 +552,7 @@ export function read(markdown: string): Reading {
     const verdict = labelVerdict(heading);
     return verdict === false || bothWays ? verdict : undefined;
   };
-  const reading: Reading = { found: [], unread: [] };
+  const reading: Reading = { found: [], unread: [], blanket: [] };
   /** What each list's items were read as, for the paragraph a list runs on into. */
   const byList = new Map<number, Classification[]>();
   const add = (c: Classification | Unread | undefined, list?: number) => {
@@ -545,7 +584,7 @@ export function read(markdown: string): Reading {
         const text = joined(texts);
         const intro = all[i + 1]?.intro === text;
         if (!intro) {
-          for (const c of byList.get(st.runOn) ?? []) if (wordCount(c.reason) < 2) c.reason = `${c.reason} ${text}`.trim();
+          for (const c of byList.get(st.runOn) ?? []) if (reasonWords(c.reason) < 2) c.reason = `${c.reason} ${text}`.trim();
         }
         continue;
       }
@@ -559,6 +598,11 @@ export function read(markdown: string): Reading {
     if (fallback === undefined && st.intro) fallback = labelVerdict(st.intro);
     fallback ??= fromHeading(st.heading);
     for (const unit of units(texts, st.heading, fallback)) add(classifyText(unit.text, unit.fallback), st.list);
+    for (const text of texts) {
+      if (subjectOutcomes(text).length) continue;
+      const retry = blanketVerdict(text);
+      if (retry !== undefined) reading.blanket.push({ retry, text });
+    }
   }
   return reading;
 }
@@ -589,9 +633,27 @@ export const step: Step = {
   file: {
     name: '07-retry.md',
     check(text, notes) {
-      const { found, unread } = read(text);
-      const reasoned = found.filter((c) => wordCount(c.reason) >= 2);
-      for (const c of found) {
+      const { found, unread, blanket } = read(text);
+      const reasoned = found.filter((c) => reasonWords(c.reason) >= 2);
+      // One response given both verdicts (listed under both headings, say): say which lines.
+      for (const outcome of Object.keys(TRUTH) as Outcome[]) {
+        if (!TRUTH[outcome]?.strict) continue;
+        const yes = found.find((c) => c.retry && c.outcomes.includes(outcome));
+        const no = found.find((c) => !c.retry && c.outcomes.includes(outcome));
+        if (!yes || !no) continue;
+        const label = outcome === 'timeout' ? t('step.07.timeoutLabel') : String(outcome);
+        throw new CheckFailed(t('step.07.bothVerdicts', { label }), t('step.07.bothVerdicts.why'), {
+          details: [t('step.07.theLine', { text: yes.text }), t('step.07.theLine', { text: no.text })],
+        });
+      }
+      // `Retry everything.`: the verdict of every strict response not classified on its own line.
+      const own = new Set(found.flatMap((c) => c.outcomes));
+      const general = blanket.length
+        ? (Object.keys(TRUTH) as Outcome[])
+            .filter((o) => TRUTH[o]?.strict && !own.has(o))
+            .map((o): Classification => ({ outcomes: [o], retry: blanket[0].retry, reason: '', text: blanket[0].text }))
+        : [];
+      for (const c of [...found, ...general]) {
         for (const outcome of c.outcomes) {
           const truth = TRUTH[outcome];
           if (!truth || truth.retry === c.retry) continue;
@@ -616,7 +678,7 @@ export const step: Step = {
         notes.warn(t('step.07.unread', { named, text: u.text }));
       }
       const covered = new Set(reasoned.flatMap((c) => c.outcomes));
-      const unreasoned = found.filter((c) => wordCount(c.reason) < 2).map((c) => t('step.07.noReason', { text: c.text }));
+      const unreasoned = found.filter((c) => reasonWords(c.reason) < 2).map((c) => t('step.07.noReason', { text: c.text }));
       expect(
         covered.size >= MIN_OUTCOMES,
         t('step.07.tooFew', { min: MIN_OUTCOMES, count: covered.size }),

@@ -80,6 +80,8 @@ const PASSES: Record<string, { sentence: RegExp; warnings?: RegExp[] }> = {
   '07-retry/pass-two-verdicts-line.md': { sentence: /classifies 503, 400, 422, timeout, 500, 404 with reasons/ },
   '07-retry/pass-ko-two-verdicts.md': { sentence: /classifies 503, 400, timeout, 422 with reasons/ },
   '07-retry/pass-zh-two-verdicts.md': { sentence: /classifies 503, 400, timeout, 422 with reasons/ },
+  // "Retry everything" as a default, with the exceptions listed: read as written.
+  '07-retry/pass-retry-everything-by-default.md': { sentence: /classifies 400, 422, 503, timeout with reasons/ },
 
   '08-notes/pass-en.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
   '08-notes/pass-ko.md': { sentence: /covers why retries are unavoidable/ },
@@ -141,6 +143,12 @@ const FAIL_REASONS: Record<string, RegExp> = {
   '07-retry/fail-two-verdicts-never-503.md': /says not to retry 503; a client should retry it/,
   '07-retry/fail-ko-two-verdicts-retry-422.md': /says to retry 422; a client should not/,
   '07-retry/fail-zh-two-verdicts-no-retry-timeout.md': /says not to retry a timeout \(no response\)/,
+  // Passing without doing the work: every code under both headings, "retry everything", status names as reasons.
+  '07-retry/fail-both-headings.md': /gives 400 both verdicts, retry and do not retry; say one\./,
+  '07-retry/fail-zh-both-headings.md': /gives 400 both verdicts, retry and do not retry; say one\./,
+  '07-retry/fail-retry-everything.md': /says to retry 400; a client should not/,
+  '07-retry/fail-ko-retry-everything.md': /says to retry 400; a client should not/,
+  '07-retry/fail-status-names-only.md': /must classify at least 4 responses .*each with a reason; it classifies 0\./,
 
   '08-notes/fail-two-lines.md': /must have at least 3 lines of your own words; it has 2\./,
   '08-notes/fail-no-body.md': /does not say why a reused key with a different body is refused/,

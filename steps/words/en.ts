@@ -239,6 +239,17 @@ export const en: Words = {
     so: ['always', 'yes', 'do', 'does', 'should', 'must', 'can'],
     // "Retry everything except 400 and 422": the responses named get the other verdict.
     except: ['except', 'except for', 'other than', 'apart from', 'save for', 'excluding'],
+    // "Retry everything": with a retry, a verdict for every response.
+    everything: [
+      'everything',
+      'anything',
+      'every {failure|error|response|request|time}',
+      'all {failures|errors|responses|requests|of them}',
+      'any {failure|error|response}',
+      'whatever fails',
+    ],
+    // "Never retry anything": with a "do not", a verdict for every response ("do not retry everything" is not one).
+    anything: ['anything', 'any {failure|error|response|request}'],
   },
 
   notes: {

@@ -92,6 +92,10 @@ export interface Words {
     so: Phrase[];
     /** "Except": the responses named get the verdict opposite to the one given (`retry everything except 400`). */
     except: Phrase[];
+    /** With a retry, a verdict for every response: `retry everything`, `모든 실패를 재시도`. */
+    everything: Phrase[];
+    /** With a "do not", a verdict for every response: `never retry anything` (`do not retry everything` is not one). */
+    anything: Phrase[];
   };
 
   /** Step 08: the ideas of 08-notes.md (the idea "why retries are unavoidable" is `retry.again`). */
