@@ -340,7 +340,7 @@ export const en = {
   // --- filechecks ---
   'step.07.bothVerdicts': '07-retry.md gives {label} both verdicts, retry and do not retry; say one.',
   'step.07.bothVerdicts.why': 'A client does one thing with each failure: a response listed both ways (under both headings, say) is not a policy.',
-  'step.08.oneSentence': '08-notes.md names {list} in one sentence; explain each idea in a sentence of its own.',
+  'step.08.oneSentence': '08-notes.md puts the three ideas ({list}) in one sentence; explain each in a sentence of its own.',
   'step.08.oneSentence.why': 'Naming the three ideas is not explaining them: say why clients retry, where the keys live, and why another body under a used key is refused.',
 } as const;
 

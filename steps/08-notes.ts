@@ -48,6 +48,22 @@ export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegE
 /** The minimum number of sentences of the learner's own words (the lab sheet's three lines; three sentences on one line count three). */
 export const MIN_LINES = 3;
 
+/** The concept words and the key, to leave out when counting a sentence's own words. */
+const CONCEPT_WORDS = new RegExp(
+  [KEY, ...CONCEPTS.flatMap((c) => (c.underKey ? [c.pattern, c.underKey] : [c.pattern]))].map((p) => p.source).join('|'),
+  'gi',
+);
+
+/**
+ * Whether each concept can have a sentence of its own, given the sentences (indices) that
+ * state each one. Three candidates each are enough to decide, so at most 27 tries.
+ */
+function distinct(where: number[][]): boolean {
+  const pick = (k: number, used: Set<number>): boolean =>
+    k === where.length || where[k].slice(0, where.length).some((i) => !used.has(i) && pick(k + 1, new Set([...used, i])));
+  return pick(0, new Set());
+}
+
 /** Whether a line (a list item or paragraph) states a concept. */
 function covers(concept: (typeof CONCEPTS)[number], line: string): boolean {
   return concept.pattern.test(line) || (concept.underKey !== undefined && concept.underKey.test(line) && KEY.test(line));
@@ -66,27 +82,44 @@ export const step: Step = {
   file: {
     name: '08-notes.md',
     check(text) {
-      // Sentences of three words or more, grouped by the list item or paragraph they belong to.
-      const lines = new Map<number, string[]>();
+      // The learner's sentences: three words or more besides the concept words, each counted
+      // once (a sentence pasted three times is one), with the list item or paragraph it is in.
+      const written: { text: string; block: number }[] = [];
+      const seen = new Set<string>();
       for (const st of statements(text)) {
         if (st.kind === 'heading') continue;
-        const written = sentences(st.text).filter((sentence) => wordCount(sentence) >= 3);
-        if (written.length) lines.set(st.block, [...(lines.get(st.block) ?? []), ...written]);
+        for (const sentence of sentences(st.text)) {
+          const said = sentence.toLowerCase().replace(/\s+/g, ' ');
+          if (wordCount(sentence.replace(CONCEPT_WORDS, ' ')) < 3 || seen.has(said)) continue;
+          seen.add(said);
+          written.push({ text: sentence, block: st.block });
+        }
       }
-      const count = [...lines.values()].reduce((n, written) => n + written.length, 0);
+      const count = written.length;
       expect(
         count >= MIN_LINES,
         t('step.08.tooShort', { min: MIN_LINES, count }),
         t('step.08.tooShort.why'),
       );
-      const all = [...lines.values()].map((written) => written.join(' '));
-      const found = (c: (typeof CONCEPTS)[number]) => all.some((line) => covers(c, line));
+      /** The list items and paragraphs naming the key. */
+      const keyed = new Set(written.filter((w) => KEY.test(w.text)).map((w) => w.block));
+      /** The sentences stating a concept (a different request only in a line that names the key). */
+      const stating = (c: (typeof CONCEPTS)[number]) =>
+        written.flatMap((w, i) => (covers(c, w.text) || (c.underKey?.test(w.text) && keyed.has(w.block)) ? [i] : []));
+      const where = CONCEPTS.map(stating);
+      const found = (c: (typeof CONCEPTS)[number]) => where[CONCEPTS.indexOf(c)].length > 0;
       const missing = CONCEPTS.filter((c) => !found(c));
       expect(
         missing.length === 0,
         t('step.08.missing', { missing: missing.map((c) => c.missing).join(t('step.08.missingJoin')) }),
         t('step.08.missing.why'),
         { details: CONCEPTS.map((c) => t(found(c) ? 'step.08.found' : 'step.08.notFound', { name: c.name })) },
+      );
+      // Each idea in a sentence of its own: three keywords in one sentence explain none of them.
+      expect(
+        distinct(where),
+        t('step.08.oneSentence', { list: CONCEPTS.map((c) => c.name).join(', ') }),
+        t('step.08.oneSentence.why'),
       );
       return t('step.08.pass', { list: CONCEPTS.map((c) => c.name).join(', ') });
     },

@@ -156,6 +156,12 @@ const FAIL_REASONS: Record<string, RegExp> = {
   '08-notes/fail-ko-no-storage.md': /does not say where the keys are kept/,
   '08-notes/fail-table-not-storage.md': /does not say where the keys are kept/,
   '08-notes/fail-different-request-no-key.md': /does not say why a reused key with a different body is refused/,
+  // Passing without doing the work: keywords as sentences, one sentence pasted three times, the three keywords in one sentence.
+  '08-notes/fail-keyword-sentences.md': /must have at least 3 lines of your own words; it has 0\./,
+  '08-notes/fail-zh-keywords-only.md': /must have at least 3 lines of your own words; it has 0\./,
+  '08-notes/fail-same-line-three-times.md': /must have at least 3 lines of your own words; it has 1\./,
+  '08-notes/fail-keywords-in-one-sentence.md': /puts the three ideas \(.*\) in one sentence; explain each in a sentence of its own\./,
+  '08-notes/fail-ko-keywords-one-sentence.md': /puts the three ideas \(.*\) in one sentence; explain each in a sentence of its own\./,
 };
 
 /** The fixture folders named `<id>-<slug>`, each with the step it belongs to. */
