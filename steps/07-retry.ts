@@ -76,6 +76,7 @@ const POSITIVE = [
 
 /** No response at all, in any language (matched anywhere: `ReadTimeout`). */
 const TIMEOUT = pattern(WORDS, (w) => w.timeout, 'gi', false);
+const TIMEOUT_TEST = new RegExp(TIMEOUT.source, 'i');
 
 /** A whole-answer word of any table, as an expression (a single letter not when a word goes on: `n-th`, `x.y`). */
 function bareSource(words: string[]): string {
@@ -136,11 +137,13 @@ function verdictAt(raw: string): { retry: boolean; at: number } | undefined {
   if (labelled) return { retry: LABEL_YES.has(labelled[1].toLowerCase()), at: labelled.index };
   let best: { at: number; len: number; retry: boolean } | undefined;
   const consider = (patterns: RegExp[], retry: boolean) => {
+    // Each pattern's first match is the only one that can be the earliest.
     for (const pattern of patterns) {
-      for (const m of text.matchAll(pattern)) {
-        const at = m.index ?? 0;
-        if (!best || at < best.at || (at === best.at && m[0].length > best.len)) best = { at, len: m[0].length, retry };
-      }
+      pattern.lastIndex = 0;
+      const m = pattern.exec(text);
+      if (!m) continue;
+      const at = m.index;
+      if (!best || at < best.at || (at === best.at && m[0].length > best.len)) best = { at, len: m[0].length, retry };
     }
   };
   consider(NEGATIVE, false);
@@ -170,7 +173,7 @@ function excepted(text: string): boolean {
 /** The outcomes a text names. */
 function outcomesIn(text: string): Outcome[] {
   const found = new Set<Outcome>();
-  if (new RegExp(TIMEOUT.source, 'i').test(text)) found.add('timeout');
+  if (TIMEOUT_TEST.test(text)) found.add('timeout');
   for (const m of text.matchAll(CODE)) found.add(m[1] as Outcome);
   return [...found];
 }
@@ -321,6 +324,20 @@ function classifyRow(st: Statement & { cells: string[]; header: string[] }): Cla
  * else `fallback` (the verdict of the heading or list item it sits under).
  */
 function classifyText(text: string, fallback?: boolean): Classification | Unread | undefined {
+  // Memoised per read: a text is classified again as part of its unit and beside its neighbours.
+  const key = `${fallback}|${text}`;
+  if (classified.has(key)) return copy(classified.get(key));
+  const c = classifyOnce(text, fallback);
+  if (classified.size > 10_000) classified.clear();
+  classified.set(key, c);
+  return copy(c);
+}
+
+/** classifyText's results for the texts of the file being read. */
+const classified = new Map<string, Classification | Unread | undefined>();
+const copy = <T>(c: T): T => (c === undefined ? c : { ...c });
+
+function classifyOnce(text: string, fallback?: boolean): Classification | Unread | undefined {
   const outcomes = subjectOutcomes(text);
   if (outcomes.length === 0) return undefined;
   let said = text;
@@ -545,6 +562,7 @@ function withChildren(st: Statement, taken: Set<Statement>): string[] {
  * gives a verdict; a heading gives one when it says not to retry, or when headings say both.
  */
 export function read(markdown: string): Reading {
+  classified.clear();
   const all = statements(markdown);
   const headingVerdicts = all.filter((st) => st.kind === 'heading').map((st) => labelVerdict(st.text));
   const bothWays = headingVerdicts.includes(true) && headingVerdicts.includes(false);
@@ -559,7 +577,11 @@ export function read(markdown: string): Reading {
     if (!c) return;
     if (isClassified(c)) {
       reading.found.push(c);
-      if (list !== undefined) byList.set(list, [...(byList.get(list) ?? []), c]);
+      if (list !== undefined) {
+        const items = byList.get(list);
+        if (items) items.push(c);
+        else byList.set(list, [c]);
+      }
     } else reading.unread.push(c);
   };
   const taken = new Set<Statement>();
