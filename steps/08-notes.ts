@@ -82,15 +82,16 @@ export const step: Step = {
   file: {
     name: '08-notes.md',
     check(text) {
-      // The learner's sentences: three words or more besides the concept words, each counted
-      // once (a sentence pasted three times is one), with the list item or paragraph it is in.
+      // The learner's sentences: three words or more, two of them besides the concept words
+      // (`Retry, store, body.` is none), each counted once (a sentence pasted three times is
+      // one), with the list item or paragraph it is in.
       const written: { text: string; block: number }[] = [];
       const seen = new Set<string>();
       for (const st of statements(text)) {
         if (st.kind === 'heading') continue;
         for (const sentence of sentences(st.text)) {
           const said = sentence.toLowerCase().replace(/\s+/g, ' ');
-          if (wordCount(sentence.replace(CONCEPT_WORDS, ' ')) < 3 || seen.has(said)) continue;
+          if (wordCount(sentence) < 3 || wordCount(sentence.replace(CONCEPT_WORDS, ' ')) < 2 || seen.has(said)) continue;
           seen.add(said);
           written.push({ text: sentence, block: st.block });
         }

@@ -243,7 +243,7 @@ export const en: Words = {
     everything: [
       'everything',
       'anything',
-      'every {failure|error|response|request|time}',
+      'every {failure|error|response|request}',
       'all {failures|errors|responses|requests|of them}',
       'any {failure|error|response}',
       'whatever fails',
