@@ -389,7 +389,8 @@ function joinerSource(words: string[], w: Words): string[] {
   const escapeWord = (word: string) => word.split(' ').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join(String.raw`\s+`);
   return words.map((word) => {
     if (word.startsWith('-')) return String.raw`${escapeWord(word.slice(1))}[,，]?\s+`;
-    if (w.spaced) return String.raw`\s*[,，]?\s+\b${escapeWord(word)}\b[,，]?\s+`;
+    // A comma and spaces, or spaces, before the word (never two runs of spaces that could share one: linear time).
+    if (w.spaced) return String.raw`(?:\s*[,，]\s*|\s+)\b${escapeWord(word)}\b[,，]?\s+`;
     return String.raw`\s*[,，]\s*${escapeWord(word)}[,，]?\s*|\s+${escapeWord(word)}[,，]?\s+`;
   });
 }
