@@ -559,8 +559,13 @@ function withChildren(st: Statement, taken: Set<Statement>): string[] {
  * Reads the retry verdicts a learner wrote: from tables (a column headed retry, or action),
  * from list items and from the sentences of paragraphs naming a response and a verdict. A
  * list item is read with the items nested in it; a response without a verdict takes that
- * of the list item or heading it sits under (`## Do not retry`, `- Retry:`) when that one
- * gives a verdict; a heading gives one when it says not to retry, or when headings say both.
+ * of the list item, list label (`Do not retry:` on the line above the list) or heading it
+ * sits under (`## Do not retry`, `- Retry:`) when that one gives a verdict; a heading gives
+ * one when it says not to retry, or when headings say both. A paragraph line a list runs
+ * on into is the reason of the items above it that give none, never their verdict. A line
+ * may give several responses verdicts of their own (`503 retry, but 400 never`). Sentences
+ * naming no response that give all one verdict (`Retry everything.`) are `blanket`.
+ * Never throws; linear in the length of the text.
  */
 export function read(markdown: string): Reading {
   classified.clear();
@@ -645,7 +650,10 @@ export const MIN_OUTCOMES = 4;
  * Step 07: 07-retry.md classifies at least four responses as retry or not, each with a
  * reason; a wrong verdict on 400, 422, 503 or a timeout fails; a line naming one of those
  * without a verdict that could be read (and that response classified nowhere else) warns, and
- * so does no backoff with jitter (lab sheet, step 7; the essay's retry table).
+ * so does no backoff with jitter (lab sheet, step 7; the essay's retry table). One of those
+ * four given both verdicts fails, and so does a blanket verdict (`Retry everything.`) that
+ * is wrong for one of them not classified on its own line; a status's own name (`Bad
+ * Request`) is no reason.
  */
 export const step: Step = {
   id: '07',
