@@ -24,6 +24,16 @@ export interface Statement {
   children?: Statement[];
   /** The block the statement comes from: the sentences of one paragraph share it; each heading, row and list item has its own. */
   block: number;
+  /** For a list item: which list of the document it belongs to (0, 1, ...; nested items share their outermost list's). */
+  list?: number;
+  /** For a list item: the paragraph line right before its list when that line ends with a colon (`Do not retry:`). */
+  intro?: string;
+  /**
+   * For a sentence of a paragraph that began on the line right after a list item without
+   * being indented under it, and does not continue the item's sentence: the list it ran on
+   * from (Markdown would read the line as part of the item; a learner means a paragraph).
+   */
+  runOn?: number;
 }
 
 /** Markdown inline markup removed: emphasis, code ticks, links, HTML tags. */
@@ -48,6 +58,11 @@ const OPEN_END = /(?:[,(\-–—/]|\b(?:a|an|the|and|or|but|nor|of|to|in|on|at|b
 /** The end of a sentence: `.`, `!`, `?`, a colon, or their CJK forms. */
 const SENTENCE_END = /[.!?:。！？：]["')\]]*$/;
 
+/** Whether `line` goes on with the sentence of `last` (both without markup): see unwrap. */
+function continues(last: string, line: string): boolean {
+  return OPEN_END.test(last) || (!SENTENCE_END.test(last) && !LABEL_START.test(line) && (columns(last) >= 60 || /^[a-z,;)\]]/.test(line)));
+}
+
 /**
  * The lines of a paragraph joined where a line was hard-wrapped: this line stops on a word
  * or mark no sentence ends on (`the`, `and`, a comma), or it stops without a full stop, the
@@ -61,9 +76,7 @@ export function unwrap(lines: string[]): string[] {
   for (const raw of lines) {
     const line = plain(raw);
     if (!line) continue;
-    const wrapped =
-      out.length > 0 &&
-      (OPEN_END.test(last) || (!SENTENCE_END.test(last) && !LABEL_START.test(line) && (columns(last) >= 60 || /^[a-z,;)\]]/.test(line))));
+    const wrapped = out.length > 0 && continues(last, line);
     if (wrapped) out[out.length - 1] += `\n${raw}`;
     else out.push(raw);
     last = line;
@@ -93,12 +106,67 @@ export function sentences(text: string): string[] {
   return out;
 }
 
+/** A list item's first line: its indent, marker and the spaces after it, then its text. */
+const ITEM = /^( *)([-*+]|\d{1,9}[.)])(?: +|$)(.*)$/;
+const FENCE = /^ {0,3}(?:`{3,}|~{3,})/;
+
+/**
+ * The Markdown with a blank line put before each line that runs on from a list item into a
+ * paragraph of its own: a line right under an item, not indented to the item's text,
+ * that does not go on with the item's sentence (see unwrap): `- 422` over `These are final.`,
+ * `- 503` over `Do not retry:`. CommonMark reads such a line as part of the item (a lazy
+ * continuation line); a learner means a new paragraph, or the label of the next list.
+ * Returns the text and where each paragraph so split off starts (offsets in the text).
+ * One pass over the lines: linear time.
+ */
+export function splitRunOns(markdown: string): { text: string; runOns: Set<number> } {
+  const out: string[] = [];
+  const runOns = new Set<number>();
+  let offset = 0;
+  let fence = false;
+  /** The text column of the outermost item the lines are in, and the last line of the item's text; none outside a list item. */
+  let item: { indent: number; last: string } | undefined;
+  for (const line of markdown.split('\n')) {
+    const push = (l: string) => {
+      out.push(l);
+      offset += l.length + 1;
+    };
+    if (fence) {
+      if (FENCE.test(line)) fence = false;
+      push(line);
+      continue;
+    }
+    const m = ITEM.exec(line);
+    if (!line.trim()) {
+      item = undefined;
+    } else if (m) {
+      // A new outermost item, or one nested in the item the lines are in.
+      if (!item || m[1].length < item.indent) item = { indent: line.length - m[3].length, last: plain(m[3]) };
+      else item.last = plain(m[3]);
+    } else if (item) {
+      const indent = line.length - line.trimStart().length;
+      if (indent < item.indent && !/^\s*>/.test(line) && !continues(item.last, plain(line))) {
+        push('');
+        runOns.add(offset);
+        item = undefined;
+      } else {
+        item.last = plain(line);
+      }
+    }
+    if (FENCE.test(line)) fence = true;
+    push(line);
+  }
+  return { text: out.join('\n'), runOns };
+}
+
 interface Walk {
   out: Statement[];
   block: number;
+  /** Lists of the document so far. */
+  lists: number;
 }
 
-function listItems(list: Tokens.List, heading: string | undefined, within: string[], w: Walk): Statement[] {
+function listItems(list: Tokens.List, heading: string | undefined, within: string[], w: Walk, at: { list: number; intro?: string }): Statement[] {
   const items: Statement[] = [];
   for (const item of list.items) {
     const first = item.tokens.filter((t) => t.type !== 'list');
@@ -106,21 +174,34 @@ function listItems(list: Tokens.List, heading: string | undefined, within: strin
     const nested = item.tokens.filter((t): t is Tokens.List => t.type === 'list');
     let st: Statement | undefined;
     if (text) {
-      st = { kind: 'line', text, heading, block: w.block++ };
+      st = { kind: 'line', text, heading, block: w.block++, list: at.list };
       if (within.length) st.within = within;
+      if (at.intro) st.intro = at.intro;
       w.out.push(st);
       items.push(st);
     }
-    const children = nested.flatMap((list) => listItems(list, heading, text ? [...within, text] : within, w));
+    const children = nested.flatMap((list) => listItems(list, heading, text ? [...within, text] : within, w, at));
     if (st && children.length) st.children = children;
     else if (!st) items.push(...children);
   }
   return items;
 }
 
-function walk(tokens: Token[], heading: string | undefined, w: Walk): string | undefined {
+/**
+ * Walks the tokens; `runOns` (top level only) are the offsets where a paragraph split off
+ * a list item starts (see splitRunOns).
+ */
+function walk(tokens: Token[], heading: string | undefined, w: Walk, runOns?: Set<number>): string | undefined {
   let current = heading;
+  let offset = 0;
+  /** The last top-level list, and the last line of the paragraph just before this token. */
+  let lastList: number | undefined;
+  let lastLine: string | undefined;
   for (const token of tokens) {
+    const start = offset;
+    offset += token.raw.length;
+    const introLine = lastLine;
+    if (token.type !== 'space') lastLine = undefined;
     switch (token.type) {
       case 'heading':
         current = plain((token as Tokens.Heading).text);
@@ -135,15 +216,25 @@ function walk(tokens: Token[], heading: string | undefined, w: Walk): string | u
         }
         break;
       }
-      case 'list':
-        listItems(token as Tokens.List, current, [], w);
+      case 'list': {
+        lastList = w.lists++;
+        const intro = introLine && /[:：]$/.test(introLine) ? introLine : undefined;
+        listItems(token as Tokens.List, current, [], w, { list: lastList, intro });
         break;
+      }
       case 'paragraph':
       case 'text': {
         const block = w.block++;
-        for (const line of unwrap((token as Tokens.Paragraph).text.split('\n'))) {
-          for (const text of sentences(line)) w.out.push({ kind: 'line', text, heading: current, block });
+        const runOn = runOns?.has(start) ? lastList : undefined;
+        const lines = unwrap((token as Tokens.Paragraph).text.split('\n'));
+        for (const line of lines) {
+          for (const text of sentences(line)) {
+            const st: Statement = { kind: 'line', text, heading: current, block };
+            if (runOn !== undefined) st.runOn = runOn;
+            w.out.push(st);
+          }
         }
+        lastLine = lines[lines.length - 1];
         break;
       }
       case 'blockquote':
@@ -158,8 +249,9 @@ function walk(tokens: Token[], heading: string | undefined, w: Walk): string | u
 
 /** Every statement of a Markdown text, in document order. Never throws. */
 export function statements(markdown: string): Statement[] {
-  const w: Walk = { out: [], block: 0 };
-  walk(marked.lexer(markdown), undefined, w);
+  const w: Walk = { out: [], block: 0, lists: 0 };
+  const { text, runOns } = splitRunOns(markdown.replace(/\r\n?/g, '\n'));
+  walk(marked.lexer(text), undefined, w, runOns);
   return w.out;
 }
 

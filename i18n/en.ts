@@ -449,6 +449,11 @@ export const en = {
   'cli.status.foreign': "Server: the recorded pid {pid} is now another program, not this workspace's server. idem-lab start starts the server.",
   'check.tmpUnusable': 'The grader could not use its temporary folder {dir} ({error}): point TMPDIR at a folder that exists, can be written to and has free space. Your work was not graded.',
   'check.notSaved': 'The verdicts were not saved: {reason}',
+  // --- filechecks ---
+  'step.07.bothVerdicts': '07-retry.md gives {label} both verdicts, retry and do not retry; say one.',
+  'step.07.bothVerdicts.why': 'A client does one thing with each failure: a response listed both ways (under both headings, say) is not a policy.',
+  'step.08.oneSentence': '08-notes.md puts the three ideas ({list}) in one sentence; explain each in a sentence of its own.',
+  'step.08.oneSentence.why': 'Naming the three ideas is not explaining them: say why clients retry, where the keys live, and why another body under a used key is refused.',
 } as const;
 
 /** A message's key. */

@@ -431,4 +431,9 @@ export const ko: Record<MessageKey, string> = {
   'cli.status.foreign': '서버: 기록된 프로세스(pid {pid})는 이제 다른 프로그램이며 이 작업 폴더의 서버가 아닙니다. idem-lab start 명령으로 서버를 시작하세요.',
   'check.tmpUnusable': '채점기가 임시 폴더 {dir}에서 작업할 수 없습니다({error}). TMPDIR 환경 변수를 존재하고, 쓸 수 있고, 빈 공간이 있는 폴더로 지정하세요. 작업은 채점되지 않았습니다.',
   'check.notSaved': '판정을 저장하지 못했습니다: {reason}',
+  // --- filechecks ---
+  'step.07.bothVerdicts': '07-retry.md가 {label}에 재시도한다와 재시도하지 않는다를 모두 적었습니다. 하나만 적어 주세요.',
+  'step.07.bothVerdicts.why': '클라이언트는 실패마다 한 가지로만 대응합니다. 두 제목 아래에 모두 나오는 응답처럼 양쪽으로 적힌 것은 정책이 아닙니다.',
+  'step.08.oneSentence': '08-notes.md가 세 가지 생각({list})을 한 문장에 몰아서 적었습니다. 생각마다 따로 한 문장씩 설명해 주세요.',
+  'step.08.oneSentence.why': '세 단어를 적는 것만으로는 설명이 되지 않습니다. 클라이언트가 왜 재시도하는지, 키를 어디에 두는지, 쓰인 키에 다른 본문이 오면 왜 거절하는지 적어 주세요.',
 };

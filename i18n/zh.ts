@@ -431,4 +431,9 @@ export const zh: Record<MessageKey, string> = {
   'cli.status.foreign': '服务器：记录的进程（pid {pid}）现在是别的程序，不是这个工作区的服务器。运行 idem-lab start 可启动服务器。',
   'check.tmpUnusable': '评分程序无法使用它的临时文件夹 {dir}（{error}）：请把 TMPDIR 指向一个存在、可写且有空闲空间的文件夹。你的作业没有被评分。',
   'check.notSaved': '判定结果没有保存：{reason}',
+  // --- filechecks ---
+  'step.07.bothVerdicts': '07-retry.md 对 {label} 既写了重试又写了不重试，请只写一种。',
+  'step.07.bothVerdicts.why': '客户端对每种失败只有一种做法：同一个响应两边都写（例如两个标题下都列了），就不是策略。',
+  'step.08.oneSentence': '08-notes.md 把三个要点（{list}）挤在同一句话里；请每个要点各用一句话说明。',
+  'step.08.oneSentence.why': '只说出这三个词并不是解释：请说明客户端为什么要重试、键存在哪里、已用过的键带着不同的请求体为什么会被拒绝。',
 };

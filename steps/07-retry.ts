@@ -2,6 +2,7 @@ import { CheckFailed, expect } from '../grader/failure.js';
 import { sentences, statements, wordCount, type Statement } from '../grader/markdown.js';
 import { t } from '../i18n/index.js';
 import type { Step } from './types.js';
+import { anyOf, pattern, phraseSource, WORDS, type Phrase, type Words } from './words/index.js';
 
 /** A failure a client may meet. */
 export type Outcome = 'timeout' | '400' | '401' | '403' | '404' | '409' | '422' | '429' | '500' | '502' | '503' | '504';
@@ -26,59 +27,78 @@ const TRUTH: Partial<Record<Outcome, { retry: boolean; strict: boolean }>> = {
   '403': { retry: false, strict: false },
 };
 
-const TIMEOUT =
-  /time[- ]?outs?|timed out|no (?:response|answer|reply)|network (?:error|failure)|connection (?:reset|refused|lost|error)|응답\s*(?:이\s*)?없|무응답|타임아웃|시간\s*초과|超时|没有(?:收到)?(?:回复|响应|应答)|无(?:回复|响应)|未收到/gi;
 const CODE = /\b(400|401|403|404|409|422|429|500|502|503|504)\b/g;
 
-/** Sending the request again, in the words learners use: retry, resend, send (it) again, try again. */
-const ACTION = String.raw`(?:retr(?:y|ied|ies|ying|yable|iable)|re-?send(?:s|ing)?|send(?:s|ing)?\s+(?:it\s+|them\s+|this\s+|that\s+|the\s+(?:same\s+)?request\s+)?again|tr(?:y|ies|ying)\s+(?:it\s+|them\s+)?again)\b`;
-/** Up to eight words between a retry and what is said of it, never across a mark: `retrying [the same request] won't help`. */
-const BETWEEN = String.raw`(?:\s+(?!-+\s)[^\s.;:,!?—–()]+){0,8}?`;
-/** Korean "even if sent again" (재시도해도, 다시 보내도) and "if sent again" (재시도하면, 다시 보내면). */
-const KO_EVEN_IF = String.raw`(?:재시도(?:해도|하더라도|해\s*봤자|해\s*봐야)|(?:다시\s*보내|재전송)(?:도|더라도|해도|봤자|봐야))`;
-const KO_IF = String.raw`(?:재시도(?:하면|해\s*봐도)|(?:다시\s*보내|재전송)(?:면|하면))`;
-const ZH_AGAIN = '(?:重试|重发|再发|重新发送|再次发送)';
+/** Marks that say retry, or do not, in any language. */
+const YES_MARKS = ['✅', '✔', '✓', '√', '⭕'];
+const NO_MARKS = ['❌', '✗', '✘', '🚫', '×'];
+const marks = (list: string[]) => list.map((m) => m.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
+
+/** The end of a clause: nothing but a mark or the end follows. */
+const CLAUSE_END = String.raw`(?=\s*(?:$|[,.;:!?)，。；：！？）]))`;
+
+/** How far from the retry word a futile phrase may stand (the table's gap). */
+function gapSource(w: Words): string {
+  const gap = w.retry.gap;
+  // Whole words, never across a mark: `retrying [the same request] won't help`.
+  if ('words' in gap) return String.raw`(?:\s+(?!-+\s)[^\s.;:,!?—–()]+){0,${gap.words}}?\s+`;
+  return `[^${gap.stopAt.replace(/[\]\\^-]/g, '\\$&')}]{0,${gap.chars}}?`;
+}
+
+/** The "do not retry" phrases of one language's table (steps/words). */
+function negatives(w: Words): RegExp[] {
+  const sep = w.spaced ? String.raw`\s+` : String.raw`\s*`;
+  const again = anyOf(w.retry.again, w);
+  const out: string[] = [];
+  if (w.retry.notBefore.length) {
+    const between = w.retry.between.length ? `(?:${anyOf(w.retry.between, w)}${sep})?` : '';
+    out.push(`${anyOf(w.retry.notBefore, w)}${sep}${between}${again}`);
+  }
+  if (w.retry.notAfter.length) out.push(`${again}${sep}${anyOf(w.retry.notAfter, w)}`);
+  if (w.retry.no.length) out.push(anyOf(w.retry.no, w));
+  for (const f of w.retry.futile) {
+    out.push(`${anyOf(f.after ?? w.retry.again, w)}${gapSource(w)}${anyOf(f.then, w)}${f.clauseEnd ? CLAUSE_END : ''}`);
+  }
+  return out.map((source) => new RegExp(source, 'gi'));
+}
 
 /**
- * Verdict words and phrases (a negative phrase wins over the positive word it contains:
- * earliest, then longest). Bare yes/no, always/never, 是/否 are not among them: they are a
- * verdict only as a whole cell or right after the response (`400: no`), see bareVerdict.
+ * Verdict words and phrases, built from the word tables (steps/words; a negative phrase
+ * wins over the positive word it contains: earliest, then longest). Bare yes/no,
+ * always/never, 是/否 are not among them: they are a verdict only as a whole cell or right
+ * after the response (`400: no`), see bareVerdict.
  */
-const NEGATIVE = [
-  new RegExp(
-    String.raw`\b(?:do not|don't|never|no|not|must not|mustn't|should not|shouldn't|won't|will not|would not|wouldn't|cannot|can't|can not|need not|needn't|no need to|shall not|better not|not worth|no point(?: in)?|no use|no sense in|pointless to|useless to)\s+(?:be\s+)?${ACTION}`,
-    'gi',
-  ),
-  /\bnon[- ]?retr(?:y|yable|iable)\b/gi,
-  // "retrying won't help", "resending it is pointless", "retrying never succeeds"
-  new RegExp(
-    String.raw`\b${ACTION}${BETWEEN}\s+(?:(?:won't|will not|wouldn't|would not|doesn't|does not|can't|cannot|will never|never|isn't going to|is not going to|is unlikely to)\s+(?:helps?|succeeds?|works?|fix(?:es)?|changes?|matters?|make a difference)|(?:is|are|would be|will be|is just|is only)\s+(?:pointless|useless|futile|meaningless|hopeless|no use|of no use|no good|a waste|wasted|wasteful|in vain|not going to help|not helpful|not useful)|will (?:only |just |always )?fail (?:again|the same way)|(?:only |just |always )?fails? (?:again|the same way|every time)|(?:gives?|returns?|gets?|yields?|produces?|ends? (?:up )?with|results? in) the same(?: (?:error|failure|result|status|rejection|refusal))?(?=\s*(?:$|[,.;:!?)])))`,
-    'gi',
-  ),
-  /\bgive\s+up\b(?!\s+(?:after|once|when|if|only|eventually|later|at\b))|\bfail[- ]fast\b/gi,
-  /❌|✗|✘|🚫|×/g,
-  /(?:재시도|재전송)\s*(?:하지\s*(?:않|마)|안(?!\s*전|정|심)|금지|불가|X|x|불필요|하면\s*안|할\s*필요\s*(?:가\s*)?없)|다시\s*보내(?:지\s*(?:않|마)|면\s*안)/g,
-  new RegExp(String.raw`${KO_EVEN_IF}[^.。!?]{0,30}?(?:소용\s*(?:이\s*)?없|의미\s*(?:가\s*)?없|마찬가지|똑같|같은\s*(?:결과|오류|에러|응답|실패)|실패|안\s*된)`, 'g'),
-  new RegExp(String.raw`${KO_IF}[^.。!?]{0,30}?(?:소용\s*(?:이\s*)?없|의미\s*(?:가\s*)?없|마찬가지|똑같|같은\s*(?:결과|오류|에러|실패))`, 'g'),
-  /(?:재시도\s*)?(?:아니오|아니요|안\s*함)|포기/g,
-  /不(?:要|应|应该|能|可|必|用|需要)?(?:再)?(?:重试|重发|重新发送|再次发送|再发)|别(?:再)?(?:重试|重发)|禁止重试|勿重试|无需重试|放弃|快速失败/g,
-  new RegExp(String.raw`${ZH_AGAIN}[^，。；,;]{0,10}?(?:没用|无济于事|没有用|无用|没有意义|毫无意义|不会成功|还是(?:\s*(?:[，。；,;]|$)|一样|同样|会?失败|错)|也(?:会)?失败|结果(?:都)?一样|一样失败)`, 'g'),
-];
+const NEGATIVE = [...WORDS.flatMap(negatives), new RegExp(marks(NO_MARKS), 'g')];
 const POSITIVE = [
-  new RegExp(String.raw`\b${ACTION}`, 'gi'),
-  /\b(?:do not|don't|never|not)\s+(?:to\s+)?give\s+up\b/gi,
-  /✅|✔|✓|√|⭕/g,
-  /재시도|재전송|다시\s*(?:보내|보낸|보냄|보낼|전송|시도)|포기하지\s*(?:말|않)/g,
-  /重试|重发|重新发送|再次发送|再发|再试|不要放弃|别放弃/g,
+  ...WORDS.flatMap((w) => [w.retry.again, w.retry.yes].filter((g) => g.length).map((g) => new RegExp(anyOf(g, w), 'gi'))),
+  new RegExp(marks(YES_MARKS), 'g'),
 ];
 
+/** No response at all, in any language (matched anywhere: `ReadTimeout`). */
+const TIMEOUT = pattern(WORDS, (w) => w.timeout, 'gi', false);
+const TIMEOUT_TEST = new RegExp(TIMEOUT.source, 'i');
+
+/** A whole-answer word of any table, as an expression (a single letter not when a word goes on: `n-th`, `x.y`). */
+function bareSource(words: string[]): string {
+  return words
+    .sort((a, b) => b.length - a.length)
+    .map((word) => phraseSource(word, { spaced: false, bounded: false }) + (word.length === 1 ? String.raw`(?![-'’.]\w)` : ''))
+    .join('|');
+}
+const lower = (list: Phrase[]) => new Set(list.map((p) => (typeof p === 'string' ? p : p.say).toLowerCase()));
+const BARE_YES_WORDS = WORDS.flatMap((w) => w.retry.bareYes).map(String);
+const BARE_NO_WORDS = WORDS.flatMap((w) => w.retry.bareNo).map(String);
+
 /** A bare verdict word: yes / no, always / never, O / X, 예 / 아니오, 是 / 否. */
-const BARE_WORD = /^\s*(yes|no|always|never|[ynox](?![-'’.]\w)|⭕|예|네|아니오|아니요|항상|是|否|可以)(?![A-Za-z0-9/\uac00-\ud7a3\u4e00-\u9fff])/i;
-const BARE_POSITIVE = /^(?:yes|always|y|o|⭕|예|네|항상|是|可以)$/i;
+const BARE_WORD = new RegExp(
+  String.raw`^\s*(${bareSource([...BARE_YES_WORDS, ...BARE_NO_WORDS, '⭕'])})(?![A-Za-z0-9/\uac00-\ud7a3\u4e00-\u9fff])`,
+  'i',
+);
+const BARE_POSITIVE = new Set([...lower(BARE_YES_WORDS), '⭕']);
 /** Bare words that also begin ordinary phrases (`no way to know`, `never arrives`, `always fails`). */
-const AMBIGUOUS = /^(?:no|never|always|[ynox])$/i;
+const AMBIGUOUS = lower(WORDS.flatMap((w) => w.retry.ambiguous));
 /** What follows such a word when it begins a phrase, not a verdict, even in a verdict cell. */
-const PHRASE_GOES_ON = /^\s+(?:way|idea|one|telling|guarantee|clue|knowing|answer|response|reply|know|knows|arrives?|arrived|reached|gets?|got|fails?)\b/i;
+const PHRASE_GOES_ON = new RegExp(String.raw`^\s+(?:${pattern(WORDS, (w) => w.retry.goesOn).source})`, 'i');
 
 /**
  * The verdict a bare word at the start of text gives. Strictly (a line, or a first look at
@@ -91,41 +111,69 @@ function bareVerdict(text: string, loose: boolean): { retry: boolean; length: nu
   const m = BARE_WORD.exec(text);
   if (!m) return undefined;
   const after = text.slice(m[0].length);
-  if (AMBIGUOUS.test(m[1]) && (loose ? PHRASE_GOES_ON.test(after) : !/^\s*(?:$|[,.;:!?)(（），、。！？—–-]|->|→)/.test(after))) return undefined;
-  return { retry: BARE_POSITIVE.test(m[1]), length: m[0].length };
+  if (AMBIGUOUS.has(m[1].toLowerCase()) && (loose ? PHRASE_GOES_ON.test(after) : !/^\s*(?:$|[,.;:!?)(（），、。！？—–-]|->|→)/.test(after))) return undefined;
+  return { retry: BARE_POSITIVE.has(m[1].toLowerCase()), length: m[0].length };
 }
 
 /** A labelled verdict: `Retry: no`, `retry? yes`, `Retry: always`, `재시도: 아니오`, `재시도 여부: X`, `是否重试：否`. */
-const LABELLED =
-  /(?:\bretry|재시도(?:\s*여부)?|是否(?:要)?重试|重试)\s*(?:[?？]\s*[:：=]?|[:：=])\s*(yes|y|o|⭕|✅|✔|✓|예|네|是|always|no|n|never|x|❌|✗|✘|🚫|아니오|아니요|否)(?![A-Za-z\u3131-\u318e\uac00-\ud7a3\u4e00-\u9fff])/i;
-const LABEL_YES = /^(?:yes|y|o|⭕|✅|✔|✓|예|네|是|always)$/i;
+const LABELLED = new RegExp(
+  String.raw`(?:${pattern(WORDS, (w) => w.retry.label).source})\s*(?:[?？]\s*[:：=]?|[:：=])\s*(${bareSource([...BARE_YES_WORDS, ...BARE_NO_WORDS])}|${marks([...YES_MARKS, ...NO_MARKS])})(?![A-Za-z\u3131-\u318e\uac00-\ud7a3\u4e00-\u9fff])`,
+  'i',
+);
+const LABEL_YES = new Set([...BARE_POSITIVE, ...YES_MARKS]);
 
 /**
  * The verdict a text gives: a labelled one (`Retry: no`) first, else the earliest verdict
  * word or phrase. Typographic apostrophes (don’t) read as plain ones.
  */
 function firstVerdict(raw: string): boolean | undefined {
+  return verdictAt(raw)?.retry;
+}
+
+/** The verdict firstVerdict reads, and where in the text it starts. */
+function verdictAt(raw: string): { retry: boolean; at: number } | undefined {
   const text = raw.replace(/[’‘ʼ]/g, "'");
   const labelled = LABELLED.exec(text);
-  if (labelled) return LABEL_YES.test(labelled[1]);
+  if (labelled) return { retry: LABEL_YES.has(labelled[1].toLowerCase()), at: labelled.index };
   let best: { at: number; len: number; retry: boolean } | undefined;
   const consider = (patterns: RegExp[], retry: boolean) => {
+    // Each pattern's first match is the only one that can be the earliest.
     for (const pattern of patterns) {
-      for (const m of text.matchAll(pattern)) {
-        const at = m.index ?? 0;
-        if (!best || at < best.at || (at === best.at && m[0].length > best.len)) best = { at, len: m[0].length, retry };
-      }
+      pattern.lastIndex = 0;
+      const m = pattern.exec(text);
+      if (!m) continue;
+      const at = m.index;
+      if (!best || at < best.at || (at === best.at && m[0].length > best.len)) best = { at, len: m[0].length, retry };
     }
   };
   consider(NEGATIVE, false);
   consider(POSITIVE, true);
-  return best?.retry;
+  return best && { retry: best.retry, at: best.at };
+}
+
+/** "Except" (steps/words): `Retry everything except 400 and 422`, `400을 제외하고 모두 재시도`, `除了 400 以外都重试`. */
+const EXCEPT = pattern(WORDS, (w) => w.retry.except);
+
+/**
+ * Whether a verdict is given to all but the responses named: `except` stands between the
+ * verdict and the responses (`retry everything except 400`, `400 빼고 재시도`), or before both
+ * (`除了 400 都重试`, `Except for 400, retry`).
+ */
+function excepted(text: string): boolean {
+  const except = EXCEPT.exec(text);
+  if (!except) return false;
+  const masked = text.replace(TIMEOUT, (m) => ' '.repeat(m.length)).replace(CODE, (m) => ' '.repeat(m.length));
+  const verdict = verdictAt(masked);
+  const outcome = masked.split('').findIndex((c, i) => c !== text[i]);
+  if (!verdict || outcome < 0) return false;
+  const [v, e, o] = [verdict.at, except.index, outcome];
+  return (v < e && e < o) || (o < e && e < v) || (e < o && o < v);
 }
 
 /** The outcomes a text names. */
 function outcomesIn(text: string): Outcome[] {
   const found = new Set<Outcome>();
-  if (new RegExp(TIMEOUT.source, 'i').test(text)) found.add('timeout');
+  if (TIMEOUT_TEST.test(text)) found.add('timeout');
   for (const m of text.matchAll(CODE)) found.add(m[1] as Outcome);
   return [...found];
 }
@@ -136,6 +184,11 @@ function withoutOutcomes(text: string): string {
 
 /** Where the subject of a line ends: `503: retry`, `400 — no`, `timeout → retry`, `...; always retry a timeout`. */
 const CLAUSE_BREAK = /\s*(?:[:：;；→]|->|=>|\s[-–—]\s|—)\s*/;
+/** The same, and contrasts: `Retry 503, but a 400 is final` is about 503 (steps/words). */
+function clauseBreak(): RegExp {
+  return (CLAUSE_OR_CONTRAST ??= new RegExp(`${CLAUSE_BREAK.source}|${CONTRAST_SOURCE}`, 'i'));
+}
+let CLAUSE_OR_CONTRAST: RegExp | undefined;
 /** The same breaks, and `?` or `=` (`400? No.`, `400 = no`), found one after another. */
 const SUBJECT_BREAK = /\s*(?:[:：;；→=?？]|->|=>|\s[-–—]\s|—)\s*/g;
 
@@ -144,7 +197,7 @@ const SUBJECT_BREAK = /\s*(?:[:：;；→=?？]|->|=>|\s[-–—]\s|—)\s*/g;
  * mentioning another response (`503: retry, unlike a 400`) does not classify that one too.
  */
 function subjectOutcomes(text: string): Outcome[] {
-  for (const clause of text.split(CLAUSE_BREAK)) {
+  for (const clause of text.split(clauseBreak())) {
     const found = outcomesIn(clause);
     if (found.length) return found;
   }
@@ -184,11 +237,50 @@ function isClassified(c: Classification | Unread | undefined): c is Classificati
 export interface Reading {
   found: Classification[];
   unread: Unread[];
+  /** Sentences giving every response one verdict, naming none: `Retry everything.`, `Never retry anything.` */
+  blanket: { retry: boolean; text: string }[];
+}
+
+/**
+ * The standard reason phrases of HTTP statuses (RFC 9110 section 15): `400 Bad Request: no`
+ * names the response twice and gives no reason.
+ */
+const STATUS_TEXT =
+  /\b(?:bad request|unauthori[sz]ed|forbidden|not found|conflict|unprocessable (?:entity|content)|too many requests|internal server error|bad gateway|service unavailable|gateway(?: time-?out)?|request time-?out)\b/gi;
+
+/** How many words of reason a classification gives, the status's own name left out. */
+export function reasonWords(reason: string): number {
+  return wordCount(reason.replace(STATUS_TEXT, ' '));
+}
+
+/** Blanket words (steps/words): `everything` with a retry, `anything` with a "do not". */
+const EVERYTHING = pattern(WORDS, (w) => w.retry.everything);
+const ANYTHING = pattern(WORDS, (w) => w.retry.anything);
+
+/**
+ * The blanket verdict of a sentence naming no response, if it is one: a clause that is
+ * little more than a retry and `everything` (`Retry everything, with backoff`, `Always
+ * retry every failure`), or a "do not" and `anything` (`Never retry anything`). A clause
+ * saying more (`A client that retries everything hammers the server`) is not one.
+ */
+function blanketVerdict(sentence: string): boolean | undefined {
+  if (EXCEPT.test(sentence)) return undefined;
+  for (const clause of sentence.split(/[,;:，；：。.!?！？]/)) {
+    const retry = firstVerdict(clause);
+    if (retry === undefined) continue;
+    const all = (retry ? EVERYTHING : ANYTHING).exec(clause);
+    if (!all) continue;
+    let left = clause.replace(all[0], ' ').replace(/[’‘ʼ]/g, "'");
+    for (const p of [...NEGATIVE, ...POSITIVE]) left = left.replace(p, ' ');
+    left = left.replace(LABEL_FILLER, ' ').replace(new RegExp(BACKOFF.source, 'gi'), ' ').replace(new RegExp(JITTER.source, 'gi'), ' ');
+    if (wordCount(left) <= 2) return retry;
+  }
+  return undefined;
 }
 
 /** The header of a table's verdict column: one about retrying first, else one about what to do. */
-const VERDICT_HEADER = /retry|재시도|重试|verdict|판단|是否|결론|again/i;
-const ACTION_HEADER = /action|what to do|handling|decision|조치|처리|대응|결정|处理|做法|对策|决定/i;
+const VERDICT_HEADER = pattern(WORDS, (w) => w.retry.verdictHeader, 'i', false);
+const ACTION_HEADER = pattern(WORDS, (w) => w.retry.actionHeader, 'i', false);
 
 /**
  * The verdict of a table's verdict cell: a bare word (`No`, `always`, `예`, `否`) or the
@@ -232,6 +324,20 @@ function classifyRow(st: Statement & { cells: string[]; header: string[] }): Cla
  * else `fallback` (the verdict of the heading or list item it sits under).
  */
 function classifyText(text: string, fallback?: boolean): Classification | Unread | undefined {
+  // Memoised per read: a text is classified again as part of its unit and beside its neighbours.
+  const key = `${fallback}|${text}`;
+  if (classified.has(key)) return copy(classified.get(key));
+  const c = classifyOnce(text, fallback);
+  if (classified.size > 10_000) classified.clear();
+  classified.set(key, c);
+  return copy(c);
+}
+
+/** classifyText's results for the texts of the file being read. */
+const classified = new Map<string, Classification | Unread | undefined>();
+const copy = <T>(c: T): T => (c === undefined ? c : { ...c });
+
+function classifyOnce(text: string, fallback?: boolean): Classification | Unread | undefined {
   const outcomes = subjectOutcomes(text);
   if (outcomes.length === 0) return undefined;
   let said = text;
@@ -239,20 +345,28 @@ function classifyText(text: string, fallback?: boolean): Classification | Unread
   const bare = at === undefined ? undefined : bareVerdict(text.slice(at), false);
   if (bare && at !== undefined) said = `${text.slice(0, at)} ${text.slice(at + bare.length)}`;
   const rest = withoutOutcomes(said);
-  const retry = bare?.retry ?? firstVerdict(rest) ?? fallback;
+  let stated = bare?.retry ?? firstVerdict(rest);
+  // "Retry everything except 400": the opposite for the responses named.
+  if (stated !== undefined && !bare && excepted(text)) stated = !stated;
+  // Nothing but the response and a bare word: `400 never`, `503 always.`
+  if (stated === undefined) {
+    const whole = bareVerdict(rest.trim(), false);
+    if (whole && /^[\s.,;:!?。，；：！？]*$/.test(rest.trim().slice(whole.length))) stated = whole.retry;
+  }
+  const retry = stated ?? fallback;
   if (retry === undefined) return { outcomes, text };
   let reason = rest.replace(/[’‘ʼ]/g, "'").replace(LABELLED, ' ');
   for (const pattern of [...NEGATIVE, ...POSITIVE]) reason = reason.replace(pattern, ' ');
+  // A verdict left implied (`but never 400`, `400 should not`) is no reason either.
+  if (stated === undefined) for (const e of [ELLIPTIC_NOT, ELLIPTIC_SO, ELLIPTIC_TOO]) reason = reason.replace(e.start, ' ').replace(e.end, ' ');
   return { outcomes, retry, reason: reason.replace(/[-–—:|,.;()?→]+/g, ' ').trim(), text };
 }
 
 /** Headings and list items that only label what follows, never a verdict: `Which failures to retry`, `Retry policy`. */
-const QUESTION =
-  /\b(?:which|what|when|whether|how|why|policy|policies|rules?|strategy|strategies|overview|summary|notes?|plan|or)\b|[?？]|어떤|무엇|언제|여부|정책|전략|규칙|哪些|什么|是否|何时|策略|规则|吗/i;
+const QUESTION = new RegExp(`${pattern(WORDS, (w) => w.retry.notALabel).source}|[?？]`, 'i');
 
 /** Words a verdict label may have besides its verdict: `Retry these`, `Do not retry (client errors)`, `5xx: retry with backoff`. */
-const LABEL_FILLER =
-  /\b(?:these|those|them|it|this|the|following|responses?|failures?|errors?|codes?|cases?|status(?:es)?|outcomes?|answers?|safe|ok|okay|to|can|be|should|must|always|with|backoff|later|after|a|pause|wait|delay|yes|no|[45]xx)\b/gi;
+const LABEL_FILLER = new RegExp(String.raw`${pattern(WORDS, (w) => w.retry.labelFiller).source}|\b[45]xx\b`, 'gi');
 
 /**
  * The verdict a heading or a list item gives to the items under it: `## Do not retry`,
@@ -270,11 +384,96 @@ function labelVerdict(text: string | undefined): boolean | undefined {
   return /[A-Za-z]{2,}/.test(left.replace(LABEL_FILLER, ' ')) ? undefined : verdict;
 }
 
+/** Words joining two clauses (steps/words): `contrast` ones (`503 retry, but 400 never`), and weak ones (a comma, `and`). */
+function joinerSource(words: string[], w: Words): string[] {
+  const escapeWord = (word: string) => word.split(' ').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join(String.raw`\s+`);
+  return words.map((word) => {
+    if (word.startsWith('-')) return String.raw`${escapeWord(word.slice(1))}[,，]?\s+`;
+    // A comma and spaces, or spaces, before the word (never two runs of spaces that could share one: linear time).
+    if (w.spaced) return String.raw`(?:\s*[,，]\s*|\s+)\b${escapeWord(word)}\b[,，]?\s+`;
+    return String.raw`\s*[,，]\s*${escapeWord(word)}[,，]?\s*|\s+${escapeWord(word)}[,，]?\s+`;
+  });
+}
+const CONTRAST_SOURCE = WORDS.flatMap((w) => joinerSource(w.retry.contrast, w)).join('|');
+const WEAK_SOURCE = [...WORDS.flatMap((w) => joinerSource(w.retry.and, w)), String.raw`\s*[,，]\s*`].join('|');
+/** Where a clause ends and another begins: group 1 a contrast, else a weak joiner. */
+const JOINER = new RegExp(`(${CONTRAST_SOURCE})|(?:${WEAK_SOURCE})`, 'gi');
+
+/** Clause openings and endings that alone give a verdict after a contrast: `but never 400`, `400 should not`, `503 always`, `504 too`. */
+const edges = (group: (w: Words) => Phrase[]) => {
+  const any = pattern(WORDS, group).source;
+  return { start: new RegExp(String.raw`^[\s,，]*(?:${any})`, 'i'), end: new RegExp(String.raw`(?:${any})[\s.!?。！？]*$`, 'i') };
+};
+const ELLIPTIC_NOT = edges((w) => w.retry.not);
+const ELLIPTIC_SO = edges((w) => w.retry.so);
+const ELLIPTIC_TOO = edges((w) => w.retry.too);
+
+/**
+ * The verdict of a clause that names a response but leaves out the verb, from the clause
+ * before it (`prev`): after a contrast, a "not" (`but never 400`, `while 400 should not`)
+ * says do not retry, a "so" after a "do not" (`400 never, but 503 always`) says retry;
+ * after any joiner, `too` / `either` gives the verdict before it (`..., and 504 too`).
+ */
+function ellipticVerdict(clause: string, prev: boolean, contrast: boolean): boolean | undefined {
+  const rest = withoutOutcomes(clause).replace(/[’‘ʼ]/g, "'");
+  const at = (e: { start: RegExp; end: RegExp }) => e.start.test(rest) || e.end.test(rest);
+  if (ELLIPTIC_TOO.end.test(rest)) return prev;
+  if (!contrast) return undefined;
+  if (at(ELLIPTIC_NOT)) return false;
+  if (!prev && at(ELLIPTIC_SO)) return true;
+  return undefined;
+}
+
+/** A part of a sentence to classify, with the verdict it takes from the clause before it when it gives none. */
+interface Part {
+  text: string;
+  verdict?: boolean;
+}
+
+/** Clause splitting stops at sentences this long or with this many joiners (keeps reading linear on any input). */
+const MAX_CLAUSED = 1000;
+const MAX_CLAUSES = 24;
+
+/**
+ * A part's clauses, split where a clause names other responses than those before it and a
+ * verdict of its own or, after a contrast, one left implied (`503 retry, but 400 never`;
+ * `400 and 422: do not retry, 503: retry`). A clause that does not is kept with the one
+ * before it, as its reason.
+ */
+function clauses(part: string): Part[] {
+  if (part.length > MAX_CLAUSED) return [{ text: part }];
+  const joins = [...part.matchAll(JOINER)].slice(0, MAX_CLAUSES);
+  if (joins.length === 0) return [{ text: part }];
+  const out: Part[] = [];
+  let cur: Part = { text: part.slice(0, joins[0].index) };
+  for (let n = 0; n < joins.length; n++) {
+    const join = joins[n];
+    const from = (join.index ?? 0) + join[0].length;
+    const seg = part.slice(from, n + 1 < joins.length ? joins[n + 1].index : part.length);
+    const said = classifyText(cur.text, cur.verdict);
+    const before = new Set(outcomesIn(cur.text));
+    const subject = subjectOutcomes(seg);
+    if (isClassified(said) && subject.length > 0 && subject.every((o) => !before.has(o))) {
+      const own = classifyText(seg);
+      const verdict = isClassified(own) ? undefined : ellipticVerdict(seg, said.retry, join[1] !== undefined);
+      if (isClassified(own) || verdict !== undefined) {
+        out.push(cur);
+        cur = { text: seg, verdict };
+        continue;
+      }
+    }
+    cur.text += join[0] + seg;
+  }
+  out.push(cur);
+  return out;
+}
+
 /**
  * A text's sentences, each split again at `;` where what follows names a response and a
- * verdict of its own (`503 can be retried; a 400 should never be retried`).
+ * verdict of its own (`503 can be retried; a 400 should never be retried`), and then into
+ * clauses (see clauses).
  */
-function parts(text: string): string[] {
+function parts(text: string): Part[] {
   return sentences(text).flatMap((sentence) => {
     const out: string[] = [];
     for (const part of sentence.split(/\s*[;；]\s*/).filter(Boolean)) {
@@ -282,12 +481,12 @@ function parts(text: string): string[] {
       if (out.length === 0 || isClassified(own)) out.push(part);
       else out[out.length - 1] += `; ${part}`;
     }
-    return out;
+    return out.flatMap(clauses);
   });
 }
 
 /** A sentence giving the verdict of the one before it to another response: `The same goes for a 422.` */
-const LIKEWISE = /\b(?:the same (?:goes|is true|holds|applies) for|same for|likewise|similarly)\b|마찬가지|同样|也一样/i;
+const LIKEWISE = pattern(WORDS, (w) => w.retry.likewise);
 
 /** Sentences or items read as one text: `;` after one that ends with no mark, so that `- 400` over `- no` reads `400; no`. */
 function joined(texts: string[]): string {
@@ -310,15 +509,20 @@ interface Unit {
  * heading's response, when the heading names one (`## 503` then `Retry: ...`).
  */
 function units(texts: string[], heading: string | undefined, fallback: boolean | undefined): Unit[] {
-  const found: string[][] = [];
+  const found: { texts: string[]; verdict?: boolean }[] = [];
   const leading: string[] = [];
   for (const part of texts.flatMap(parts)) {
-    if (subjectOutcomes(part).length) found.push([part]);
-    else if (found.length) found[found.length - 1].push(part);
-    else leading.push(part);
+    if (subjectOutcomes(part.text).length) found.push({ texts: [part.text], verdict: part.verdict });
+    else if (found.length) found[found.length - 1].texts.push(part.text);
+    else leading.push(part.text);
   }
   const merged: Unit[] = [];
-  for (const text of found.map(joined)) {
+  for (const group of found) {
+    const text = joined(group.texts);
+    if (group.verdict !== undefined) {
+      merged.push({ text, fallback: group.verdict });
+      continue;
+    }
     const own = classifyText(text, fallback);
     const prev = merged.length ? classifyText(merged[merged.length - 1].text, merged[merged.length - 1].fallback) : undefined;
     if (own && !isClassified(own) && isClassified(prev)) {
@@ -355,10 +559,16 @@ function withChildren(st: Statement, taken: Set<Statement>): string[] {
  * Reads the retry verdicts a learner wrote: from tables (a column headed retry, or action),
  * from list items and from the sentences of paragraphs naming a response and a verdict. A
  * list item is read with the items nested in it; a response without a verdict takes that
- * of the list item or heading it sits under (`## Do not retry`, `- Retry:`) when that one
- * gives a verdict; a heading gives one when it says not to retry, or when headings say both.
+ * of the list item, list label (`Do not retry:` on the line above the list) or heading it
+ * sits under (`## Do not retry`, `- Retry:`) when that one gives a verdict; a heading gives
+ * one when it says not to retry, or when headings say both. A paragraph line a list runs
+ * on into is the reason of the items above it that give none, never their verdict. A line
+ * may give several responses verdicts of their own (`503 retry, but 400 never`). Sentences
+ * naming no response that give all one verdict (`Retry everything.`) are `blanket`.
+ * Never throws; linear in the length of the text.
  */
 export function read(markdown: string): Reading {
+  classified.clear();
   const all = statements(markdown);
   const headingVerdicts = all.filter((st) => st.kind === 'heading').map((st) => labelVerdict(st.text));
   const bothWays = headingVerdicts.includes(true) && headingVerdicts.includes(false);
@@ -366,11 +576,19 @@ export function read(markdown: string): Reading {
     const verdict = labelVerdict(heading);
     return verdict === false || bothWays ? verdict : undefined;
   };
-  const reading: Reading = { found: [], unread: [] };
-  const add = (c: Classification | Unread | undefined) => {
+  const reading: Reading = { found: [], unread: [], blanket: [] };
+  /** What each list's items were read as, for the paragraph a list runs on into. */
+  const byList = new Map<number, Classification[]>();
+  const add = (c: Classification | Unread | undefined, list?: number) => {
     if (!c) return;
-    if (isClassified(c)) reading.found.push(c);
-    else reading.unread.push(c);
+    if (isClassified(c)) {
+      reading.found.push(c);
+      if (list !== undefined) {
+        const items = byList.get(list);
+        if (items) items.push(c);
+        else byList.set(list, [c]);
+      }
+    } else reading.unread.push(c);
   };
   const taken = new Set<Statement>();
   for (let i = 0; i < all.length; i++) {
@@ -387,14 +605,32 @@ export function read(markdown: string): Reading {
       // The sentences of one paragraph.
       texts = [st.text];
       while (i + 1 < all.length && all[i + 1].block === st.block) texts.push(all[++i].text);
+      // A paragraph a list ran on into (`- 422` over `These are final because...`): when it
+      // names no response and labels no list of its own, it is the reason of the items above
+      // that give none; it never changes their verdicts.
+      if (st.runOn !== undefined && !texts.some((text) => subjectOutcomes(text).length)) {
+        const text = joined(texts);
+        const intro = all[i + 1]?.intro === text;
+        if (!intro) {
+          for (const c of byList.get(st.runOn) ?? []) if (reasonWords(c.reason) < 2) c.reason = `${c.reason} ${text}`.trim();
+        }
+        continue;
+      }
     }
     let fallback: boolean | undefined;
     for (const label of [...(st.within ?? [])].reverse()) {
       fallback = labelVerdict(label);
       if (fallback !== undefined) break;
     }
+    // The label of the list (`Do not retry:` over `- 400`), then the heading's.
+    if (fallback === undefined && st.intro) fallback = labelVerdict(st.intro);
     fallback ??= fromHeading(st.heading);
-    for (const unit of units(texts, st.heading, fallback)) add(classifyText(unit.text, unit.fallback));
+    for (const unit of units(texts, st.heading, fallback)) add(classifyText(unit.text, unit.fallback), st.list);
+    for (const text of texts) {
+      if (subjectOutcomes(text).length) continue;
+      const retry = blanketVerdict(text);
+      if (retry !== undefined) reading.blanket.push({ retry, text });
+    }
   }
   return reading;
 }
@@ -404,8 +640,8 @@ export function classify(markdown: string): Classification[] {
   return read(markdown).found;
 }
 
-const BACKOFF = /back-?off|exponential|지수|백오프|退避|指数/i;
-const JITTER = /jitter|지터|抖动|随机|랜덤|무작위|random/i;
+const BACKOFF = pattern(WORDS, (w) => w.backoff, 'i', false);
+const JITTER = pattern(WORDS, (w) => w.jitter, 'i', false);
 
 /** The minimum number of outcomes a learner must classify (lab sheet, step 7). */
 export const MIN_OUTCOMES = 4;
@@ -414,7 +650,10 @@ export const MIN_OUTCOMES = 4;
  * Step 07: 07-retry.md classifies at least four responses as retry or not, each with a
  * reason; a wrong verdict on 400, 422, 503 or a timeout fails; a line naming one of those
  * without a verdict that could be read (and that response classified nowhere else) warns, and
- * so does no backoff with jitter (lab sheet, step 7; the essay's retry table).
+ * so does no backoff with jitter (lab sheet, step 7; the essay's retry table). One of those
+ * four given both verdicts fails, and so does a blanket verdict (`Retry everything.`) that
+ * is wrong for one of them not classified on its own line; a status's own name (`Bad
+ * Request`) is no reason.
  */
 export const step: Step = {
   id: '07',
@@ -425,9 +664,27 @@ export const step: Step = {
   file: {
     name: '07-retry.md',
     check(text, notes) {
-      const { found, unread } = read(text);
-      const reasoned = found.filter((c) => wordCount(c.reason) >= 2);
-      for (const c of found) {
+      const { found, unread, blanket } = read(text);
+      const reasoned = found.filter((c) => reasonWords(c.reason) >= 2);
+      // One response given both verdicts (listed under both headings, say): say which lines.
+      for (const outcome of Object.keys(TRUTH) as Outcome[]) {
+        if (!TRUTH[outcome]?.strict) continue;
+        const yes = found.find((c) => c.retry && c.outcomes.includes(outcome));
+        const no = found.find((c) => !c.retry && c.outcomes.includes(outcome));
+        if (!yes || !no) continue;
+        const label = outcome === 'timeout' ? t('step.07.timeoutLabel') : String(outcome);
+        throw new CheckFailed(t('step.07.bothVerdicts', { label }), t('step.07.bothVerdicts.why'), {
+          details: [t('step.07.theLine', { text: yes.text }), t('step.07.theLine', { text: no.text })],
+        });
+      }
+      // `Retry everything.`: the verdict of every strict response not classified on its own line.
+      const own = new Set(found.flatMap((c) => c.outcomes));
+      const general = blanket.length
+        ? (Object.keys(TRUTH) as Outcome[])
+            .filter((o) => TRUTH[o]?.strict && !own.has(o))
+            .map((o): Classification => ({ outcomes: [o], retry: blanket[0].retry, reason: '', text: blanket[0].text }))
+        : [];
+      for (const c of [...found, ...general]) {
         for (const outcome of c.outcomes) {
           const truth = TRUTH[outcome];
           if (!truth || truth.retry === c.retry) continue;
@@ -452,7 +709,7 @@ export const step: Step = {
         notes.warn(t('step.07.unread', { named, text: u.text }));
       }
       const covered = new Set(reasoned.flatMap((c) => c.outcomes));
-      const unreasoned = found.filter((c) => wordCount(c.reason) < 2).map((c) => t('step.07.noReason', { text: c.text }));
+      const unreasoned = found.filter((c) => reasonWords(c.reason) < 2).map((c) => t('step.07.noReason', { text: c.text }));
       expect(
         covered.size >= MIN_OUTCOMES,
         t('step.07.tooFew', { min: MIN_OUTCOMES, count: covered.size }),

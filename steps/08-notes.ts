@@ -2,13 +2,15 @@ import { expect } from '../grader/failure.js';
 import { sentences, statements, wordCount } from '../grader/markdown.js';
 import { t } from '../i18n/index.js';
 import type { Step } from './types.js';
+import { pattern, WORDS } from './words/index.js';
 
 /** A mention of the idempotency key: a line about "a different request" counts for the body idea only with one. */
-const KEY = /\bkeys?\b|idempoten|키|键/i;
+const KEY = pattern(WORDS, (w) => w.notes.key);
 
 /**
  * The three ideas 08-notes.md must cover, each recognised in Korean (the lab sheet asks
- * for 재시도, 저장, 본문), English or Chinese, whatever language the learner writes in.
+ * for 재시도, 저장, 본문), English or Chinese, whatever language the learner writes in
+ * (the words: steps/words/en.ts, ko.ts, zh.ts).
  * `pattern` counts anywhere; `underKey` only in a line (a list item or paragraph) that
  * also names the key.
  */
@@ -17,8 +19,7 @@ export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegE
     get name() {
       return t('step.08.concept.retry');
     },
-    pattern:
-      /retr(?:y|ies|ied|ying)|\bre-?send|\bsend(?:s|ing)?\s+(?:it\s+|them\s+|the\s+(?:same\s+)?(?:request|payment)\s+)?again|\btr(?:y|ies|ying)\s+(?:it\s+)?again|재시도|재전송|다시\s*(?:보내|보낸|보냄|보낼|전송|시도)|重试|再试|再发|重发|重新发送|再次发送/i,
+    pattern: pattern(WORDS, (w) => w.retry.again),
     get missing() {
       return t('step.08.concept.retry.missing');
     },
@@ -27,16 +28,7 @@ export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegE
     get name() {
       return t('step.08.concept.store');
     },
-    pattern: new RegExp(
-      [
-        String.raw`\bstor(?:e|ed|es|ing|age)\b|\bsav(?:e|ed|es|ing)\b|persist|database|\bDB\b|redis|sqlite|\bremember(?:s|ed|ing)?\b`,
-        // "kept in a table every instance shares", "keeps them in the shared store": keeping somewhere, not any table
-        String.raw`\b(?:keep|keeps|keeping|kept)\b(?:\s+\S+){0,6}?\s+(?:in|on|inside)\s+(?:a|an|the|one|its|our|their|some)?\s*(?:\S+\s+){0,2}?(?:table|store|db|disk|file)\b`,
-        String.raw`\b(?:table|store)\s+(?:that\s+)?(?:every|all|each|both)\s+(?:\S+\s+)?(?:instances?|servers?|process(?:es)?)\b|\bshared\s+(?:table|store)\b`,
-        '저장|보관|기억|存储|保存|存放|数据库|记住',
-      ].join('|'),
-      'i',
-    ),
+    pattern: new RegExp(`${pattern(WORDS, (w) => w.notes.store).source}|${pattern(WORDS, (w) => w.notes.keptIn).source}`, 'i'),
     get missing() {
       return t('step.08.concept.store.missing');
     },
@@ -45,9 +37,8 @@ export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegE
     get name() {
       return t('step.08.concept.body');
     },
-    pattern: /\bbod(?:y|ies)\b|payload|본문|正文|请求体|请求内容/i,
-    underKey:
-      /\b(?:different|other|another|changed|new)\s+(?:amounts?|requests?|data|parameters|contents?)\b|다른\s*(?:금액|요청|내용)|(?:不同|另一个|另外的?)的?(?:金额|请求)/i,
+    pattern: pattern(WORDS, (w) => w.notes.body),
+    underKey: pattern(WORDS, (w) => w.notes.differentRequest),
     get missing() {
       return t('step.08.concept.body.missing');
     },
@@ -56,6 +47,22 @@ export const CONCEPTS: readonly { name: string; pattern: RegExp; underKey?: RegE
 
 /** The minimum number of sentences of the learner's own words (the lab sheet's three lines; three sentences on one line count three). */
 export const MIN_LINES = 3;
+
+/** The concept words and the key, to leave out when counting a sentence's own words. */
+const CONCEPT_WORDS = new RegExp(
+  [KEY, ...CONCEPTS.flatMap((c) => (c.underKey ? [c.pattern, c.underKey] : [c.pattern]))].map((p) => p.source).join('|'),
+  'gi',
+);
+
+/**
+ * Whether each concept can have a sentence of its own, given the sentences (indices) that
+ * state each one. Three candidates each are enough to decide, so at most 27 tries.
+ */
+function distinct(where: number[][]): boolean {
+  const pick = (k: number, used: Set<number>): boolean =>
+    k === where.length || where[k].slice(0, where.length).some((i) => !used.has(i) && pick(k + 1, new Set([...used, i])));
+  return pick(0, new Set());
+}
 
 /** Whether a line (a list item or paragraph) states a concept. */
 function covers(concept: (typeof CONCEPTS)[number], line: string): boolean {
@@ -75,27 +82,45 @@ export const step: Step = {
   file: {
     name: '08-notes.md',
     check(text) {
-      // Sentences of three words or more, grouped by the list item or paragraph they belong to.
-      const lines = new Map<number, string[]>();
+      // The learner's sentences: three words or more, two of them besides the concept words
+      // (`Retry, store, body.` is none), each counted once (a sentence pasted three times is
+      // one), with the list item or paragraph it is in.
+      const written: { text: string; block: number }[] = [];
+      const seen = new Set<string>();
       for (const st of statements(text)) {
         if (st.kind === 'heading') continue;
-        const written = sentences(st.text).filter((sentence) => wordCount(sentence) >= 3);
-        if (written.length) lines.set(st.block, [...(lines.get(st.block) ?? []), ...written]);
+        for (const sentence of sentences(st.text)) {
+          const said = sentence.toLowerCase().replace(/\s+/g, ' ');
+          if (wordCount(sentence) < 3 || wordCount(sentence.replace(CONCEPT_WORDS, ' ')) < 2 || seen.has(said)) continue;
+          seen.add(said);
+          written.push({ text: sentence, block: st.block });
+        }
       }
-      const count = [...lines.values()].reduce((n, written) => n + written.length, 0);
+      const count = written.length;
       expect(
         count >= MIN_LINES,
         t('step.08.tooShort', { min: MIN_LINES, count }),
         t('step.08.tooShort.why'),
       );
-      const all = [...lines.values()].map((written) => written.join(' '));
-      const found = (c: (typeof CONCEPTS)[number]) => all.some((line) => covers(c, line));
+      /** The list items and paragraphs naming the key. */
+      const keyed = new Set(written.filter((w) => KEY.test(w.text)).map((w) => w.block));
+      /** The sentences stating a concept (a different request only in a line that names the key). */
+      const stating = (c: (typeof CONCEPTS)[number]) =>
+        written.flatMap((w, i) => (covers(c, w.text) || (c.underKey?.test(w.text) && keyed.has(w.block)) ? [i] : []));
+      const where = CONCEPTS.map(stating);
+      const found = (c: (typeof CONCEPTS)[number]) => where[CONCEPTS.indexOf(c)].length > 0;
       const missing = CONCEPTS.filter((c) => !found(c));
       expect(
         missing.length === 0,
         t('step.08.missing', { missing: missing.map((c) => c.missing).join(t('step.08.missingJoin')) }),
         t('step.08.missing.why'),
         { details: CONCEPTS.map((c) => t(found(c) ? 'step.08.found' : 'step.08.notFound', { name: c.name })) },
+      );
+      // Each idea in a sentence of its own: three keywords in one sentence explain none of them.
+      expect(
+        distinct(where),
+        t('step.08.oneSentence', { list: CONCEPTS.map((c) => c.name).join(', ') }),
+        t('step.08.oneSentence.why'),
       );
       return t('step.08.pass', { list: CONCEPTS.map((c) => c.name).join(', ') });
     },

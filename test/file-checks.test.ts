@@ -72,6 +72,16 @@ const PASSES: Record<string, { sentence: RegExp; warnings?: RegExp[] }> = {
     sentence: /classifies timeout, 500, 400, 422 with reasons/,
     warnings: [/names 503 but no retry verdict could be read from the line "503 \| depends \| the server is overloaded/],
   },
+  // A list's last item running on into a paragraph line: the line is a label, or the reason of the items above.
+  '07-retry/pass-run-on-labels.md': { sentence: /classifies timeout, 503, 400, 422 with reasons/ },
+  '07-retry/pass-ko-run-on-labels.md': { sentence: /classifies timeout, 503, 400, 422 with reasons/ },
+  '07-retry/pass-zh-run-on-labels.md': { sentence: /classifies timeout, 503, 400, 422 with reasons/ },
+  // One line giving two responses two verdicts.
+  '07-retry/pass-two-verdicts-line.md': { sentence: /classifies 503, 400, 422, timeout, 500, 404 with reasons/ },
+  '07-retry/pass-ko-two-verdicts.md': { sentence: /classifies 503, 400, timeout, 422 with reasons/ },
+  '07-retry/pass-zh-two-verdicts.md': { sentence: /classifies 503, 400, timeout, 422 with reasons/ },
+  // "Retry everything" as a default, with the exceptions listed: read as written.
+  '07-retry/pass-retry-everything-by-default.md': { sentence: /classifies 400, 422, 503, timeout with reasons/ },
 
   '08-notes/pass-en.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
   '08-notes/pass-ko.md': { sentence: /covers why retries are unavoidable/ },
@@ -81,6 +91,10 @@ const PASSES: Record<string, { sentence: RegExp; warnings?: RegExp[] }> = {
   '08-notes/pass-one-line.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
   '08-notes/pass-ko-synonyms.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
   '08-notes/pass-zh-synonyms.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
+  // Short sentences of one's own still count (only keyword lists do not).
+  '08-notes/pass-short-lines.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
+  '08-notes/pass-ko-short-lines.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
+  '08-notes/pass-zh-short-lines.md': { sentence: /covers why retries are unavoidable, where idempotency keys are stored, why a different body/ },
 };
 
 /**
@@ -126,6 +140,19 @@ const FAIL_REASONS: Record<string, RegExp> = {
   '07-retry/fail-resend-400.md': /says to retry 400; a client should not/,
   '07-retry/fail-give-up-503.md': /says not to retry 503; a client should retry it/,
   '07-retry/fail-give-up-timeout.md': /says not to retry a timeout \(no response\)/,
+  '07-retry/fail-run-on-no-reasons.md': /must classify at least 4 responses .*each with a reason; it classifies 2\./,
+  '07-retry/fail-run-on-retry-400.md': /says to retry 400; a client should not/,
+  '07-retry/fail-ko-run-on-retry-422.md': /says to retry 422; a client should not/,
+  '07-retry/fail-zh-run-on-no-retry-503.md': /says not to retry 503; a client should retry it/,
+  '07-retry/fail-two-verdicts-never-503.md': /says not to retry 503; a client should retry it/,
+  '07-retry/fail-ko-two-verdicts-retry-422.md': /says to retry 422; a client should not/,
+  '07-retry/fail-zh-two-verdicts-no-retry-timeout.md': /says not to retry a timeout \(no response\)/,
+  // Passing without doing the work: every code under both headings, "retry everything", status names as reasons.
+  '07-retry/fail-both-headings.md': /gives 400 both verdicts, retry and do not retry; say one\./,
+  '07-retry/fail-zh-both-headings.md': /gives 400 both verdicts, retry and do not retry; say one\./,
+  '07-retry/fail-retry-everything.md': /says to retry 400; a client should not/,
+  '07-retry/fail-ko-retry-everything.md': /says to retry 400; a client should not/,
+  '07-retry/fail-status-names-only.md': /must classify at least 4 responses .*each with a reason; it classifies 0\./,
 
   '08-notes/fail-two-lines.md': /must have at least 3 lines of your own words; it has 2\./,
   '08-notes/fail-no-body.md': /does not say why a reused key with a different body is refused/,
@@ -133,6 +160,12 @@ const FAIL_REASONS: Record<string, RegExp> = {
   '08-notes/fail-ko-no-storage.md': /does not say where the keys are kept/,
   '08-notes/fail-table-not-storage.md': /does not say where the keys are kept/,
   '08-notes/fail-different-request-no-key.md': /does not say why a reused key with a different body is refused/,
+  // Passing without doing the work: keywords as sentences, one sentence pasted three times, the three keywords in one sentence.
+  '08-notes/fail-keyword-sentences.md': /must have at least 3 lines of your own words; it has 0\./,
+  '08-notes/fail-zh-keywords-only.md': /must have at least 3 lines of your own words; it has 0\./,
+  '08-notes/fail-same-line-three-times.md': /must have at least 3 lines of your own words; it has 1\./,
+  '08-notes/fail-keywords-in-one-sentence.md': /puts the three ideas \(.*\) in one sentence; explain each in a sentence of its own\./,
+  '08-notes/fail-ko-keywords-one-sentence.md': /puts the three ideas \(.*\) in one sentence; explain each in a sentence of its own\./,
 };
 
 /** The fixture folders named `<id>-<slug>`, each with the step it belongs to. */
