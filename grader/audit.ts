@@ -9,11 +9,12 @@
  *   statement, or wrote no line for a payment, fails (the server contract's
  *   IDEM_PROVIDER_LOG);
  * - the whole ledger must hold exactly one row per payment, under its key, user and
- *   amount: a row nobody paid for (a replay that inserts a keyless row) fails.
+ *   amount, with the payment_id its answer gave: a row nobody paid for (a replay that
+ *   inserts a keyless row) fails, and so does an answer whose payment_id is not its row's.
  */
 import { t } from '../i18n/index.js';
 import { CheckFailed } from './failure.js';
-import { describeRequest } from './expect-http.js';
+import { describeRequest, paymentOf } from './expect-http.js';
 import type { Charge, LiveContext } from './context.js';
 import type { Exchange, LedgerRow } from './types.js';
 
@@ -76,8 +77,17 @@ function chargeLine(c: Charge): string {
   return t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '');
 }
 
+/** The payment_id the first answer of a payment gave, when it gave one. */
+function answeredId(p: Payment): unknown {
+  try {
+    return (JSON.parse(p.first.responseBody ?? '') as { payment_id?: unknown }).payment_id;
+  } catch {
+    return undefined;
+  }
+}
+
 function rowMatches(row: LedgerRow, p: Payment): boolean {
-  return row.user === p.body.user && row.amount === p.body.amount && row.idempotency_key === (p.key ?? null);
+  return row.user === p.body.user && row.amount === p.body.amount && row.idempotency_key === (p.key ?? null) && row.payment_id === answeredId(p);
 }
 
 /**
@@ -85,6 +95,8 @@ function rowMatches(row: LedgerRow, p: Payment): boolean {
  * @throws CheckFailed naming the first request whose money or row is wrong
  */
 export function auditPayments(ctx: LiveContext): void {
+  // Every success must be a payment as the contract writes it, for what was sent.
+  for (const exchange of ctx.exchanges) if (exchange.status === 201 && bodyOf(exchange)) paymentOf(exchange);
   const { payments, refused } = paymentsOf(ctx.exchanges);
   auditStatement(ctx, payments, refused);
   auditLedger(ctx, payments);

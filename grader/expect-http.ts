@@ -30,17 +30,43 @@ export function expectStatus(exchange: Exchange, status: number, expected: strin
   if (exchange.status !== status) throw new CheckFailed(expected, why, { exchanges: [exchange], details: [t('check.expectedStatus', { expected: status, got: String(exchange.status) })] });
 }
 
-/** The JSON body of a 201 answer; fails when it is not a payment object. */
+/** A whole number as JSON writes it (`4210`, not `4210.0` or `"4210"`), for the field of a raw body. */
+function integerLiteral(raw: string, field: string): boolean {
+  const literal = new RegExp(`"${field}"\\s*:\\s*(-?[0-9][0-9.eE+-]*)`).exec(raw);
+  return literal !== null && /^-?[0-9]+$/.test(literal[1]);
+}
+
+/**
+ * The JSON body of a 201 answer, checked against the server contract and the request it
+ * answers: `{"payment_id", "user", "amount", "charged_at"}` with the user and the amount
+ * that were sent, payment_id and amount written as whole numbers, charged_at a string.
+ * @throws CheckFailed naming what is wrong with it
+ */
 export function paymentOf(exchange: Exchange): Record<string, unknown> {
   const body = responseJson(exchange);
-  if (typeof body !== 'object' || body === null || Array.isArray(body) || typeof (body as Record<string, unknown>).payment_id !== 'number') {
-    throw new CheckFailed(
-      t('check.noPayment', { request: describeRequest(exchange), status: String(exchange.status) }),
-      t('check.noPayment.why'),
-      { exchanges: [exchange] },
-    );
+  const fail = (problems: string[]) =>
+    new CheckFailed(t('check.noPayment', { request: describeRequest(exchange), status: String(exchange.status) }), t('check.noPayment.why'), {
+      exchanges: [exchange],
+      details: problems,
+    });
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw fail([]);
+  const payment = body as Record<string, unknown>;
+  let sent: { user?: unknown; amount?: unknown } = {};
+  try {
+    sent = JSON.parse(exchange.requestBody) as typeof sent;
+  } catch {
+    // a raw body the grader sent on purpose: nothing to compare with
   }
-  return body as Record<string, unknown>;
+  const raw = exchange.responseBody ?? '';
+  const problems: string[] = [];
+  if (!Number.isSafeInteger(payment.payment_id) || !integerLiteral(raw, 'payment_id')) problems.push(t('check.payment.field', { field: 'payment_id', got: String(JSON.stringify(payment.payment_id)) }));
+  if (typeof sent.user === 'string' && payment.user !== sent.user) problems.push(t('check.payment.sent', { field: 'user', got: String(JSON.stringify(payment.user)), sent: JSON.stringify(sent.user) }));
+  if (typeof sent.amount === 'number' && (payment.amount !== sent.amount || !integerLiteral(raw, 'amount'))) {
+    problems.push(t('check.payment.sent', { field: 'amount', got: /"amount"\s*:\s*([^,}]*)/.exec(raw)?.[1]?.trim() ?? 'none', sent: String(sent.amount) }));
+  }
+  if (typeof payment.charged_at !== 'string') problems.push(t('check.payment.field', { field: 'charged_at', got: String(JSON.stringify(payment.charged_at)) }));
+  if (problems.length > 0) throw fail(problems);
+  return payment;
 }
 
 /** The fields in which two JSON bodies differ, as `charged_at: "…" then "…"`. */
@@ -64,8 +90,9 @@ export function expectReplay(first: Exchange, retry: Exchange, why: string): voi
     retry.status === 409 ? t('check.stuckInFlight.why') : why,
   );
   const a = paymentOf(first);
-  const b = paymentOf(retry);
-  const diff = differences(a, b);
+  // What differs from the first answer is said first; then the retry must be a payment itself.
+  const b = responseJson(retry);
+  const diff = typeof b === 'object' && b !== null && !Array.isArray(b) ? differences(a, b as Record<string, unknown>) : [];
   if (diff.length > 0) {
     throw new CheckFailed(
       t('check.replayBody'),
@@ -73,6 +100,7 @@ export function expectReplay(first: Exchange, retry: Exchange, why: string): voi
       { exchanges: [first, retry], details: diff },
     );
   }
+  paymentOf(retry);
 }
 
 /**

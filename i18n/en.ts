@@ -180,7 +180,7 @@ export const en = {
   'check.noAnswer': '{request} got no answer: {error}.',
   'check.noAnswer.why': 'A request that never answers leaves the client waiting, then retrying: the server must always answer.',
   'check.expectedStatus': 'expected HTTP {expected}, got HTTP {got}',
-  'check.noPayment': '{request} answered {status} without a payment in its body.',
+  'check.noPayment': '{request} answered {status} without a payment as the contract writes it: {"payment_id", "user", "amount", "charged_at"}, with the user and the amount that were sent.',
   'check.noPayment.why': 'A successful payment answers {"payment_id", "user", "amount", "charged_at"}, as the server contract says.',
   'check.difference': '{field}: {first} first, {then} then',
   'check.replayStatus': 'The retry with the same key and body must get the first response again (HTTP {first}), not HTTP {got}.',
@@ -350,7 +350,7 @@ export const en = {
   'check.audit.missingCharge': 'The provider charged {what} {n} time(s), but {payments} payment(s) with that body were answered 201: a payment the server reported was never charged.',
   'check.audit.emptyStatement': 'The provider\'s statement ({log}) holds no charge at all, but {payments} payment(s) of {what} were answered 201: charge() never ran, or does not write its line.',
   'check.audit.missingCharge.why': 'A 201 is the server\'s word that the money moved; the provider\'s statement must agree.',
-  'check.audit.noRow': '{request} was answered 201, but the ledger has no row for it (user {user}, amount {amount}, its key as sent).',
+  'check.audit.noRow': '{request} was answered 201, but the ledger has no row for it (user {user}, amount {amount}, its key as sent, the payment_id it answered).',
   'check.audit.noRow.why': 'The ledger is the shop\'s own record of every payment: one row per payment, with the key as the client sent it.',
   'check.audit.extraRow': 'The whole ledger holds {count} rows, but the check made {payments} payment(s): row {id} (key {key}) belongs to no payment.',
   'check.audit.extraRow.why': 'A replay must not write to the ledger at all: count the whole ledger, not only the rows under the key.',
@@ -454,6 +454,9 @@ export const en = {
   'step.07.bothVerdicts.why': 'A client does one thing with each failure: a response listed both ways (under both headings, say) is not a policy.',
   'step.08.oneSentence': '08-notes.md puts the three ideas ({list}) in one sentence; explain each in a sentence of its own.',
   'step.08.oneSentence.why': 'Naming the three ideas is not explaining them: say why clients retry, where the keys live, and why another body under a used key is refused.',
+  // --- body-check ---
+  'check.payment.field': '{field} is {got}',
+  'check.payment.sent': '{field} is {got}, but {sent} was sent',
 } as const;
 
 /** A message's key. */

@@ -169,7 +169,7 @@ export const ko: Record<MessageKey, string> = {
   'check.noAnswer': '{request} 요청에 응답이 없습니다: {error}.',
   'check.noAnswer.why': '응답하지 않는 요청은 클라이언트를 기다리게 하다가 결국 재시도하게 만듭니다. 서버는 언제나 응답해야 합니다.',
   'check.expectedStatus': 'HTTP {expected}을(를) 기대했지만 HTTP {got}을(를) 받음',
-  'check.noPayment': '{request} 요청이 {status}로 답했지만 본문에 결제 정보가 없습니다.',
+  'check.noPayment': '{request} 요청의 응답({status})에 계약대로의 결제가 없습니다. 결제는 보낸 사용자와 금액을 담은 {"payment_id", "user", "amount", "charged_at"} 형태여야 합니다.',
   'check.noPayment.why': '서버 계약에 따라 성공한 결제는 {"payment_id", "user", "amount", "charged_at"}로 답합니다.',
   'check.difference': '{field}: 처음엔 {first}, 다음엔 {then}',
   'check.replayStatus': '같은 키와 본문으로 보낸 재시도는 첫 응답(HTTP {first})을 다시 받아야 하는데 HTTP {got}을(를) 받았습니다.',
@@ -332,7 +332,7 @@ export const ko: Record<MessageKey, string> = {
   'check.audit.missingCharge': '결제사는 {what} 건을 {n}번 결제했는데, 그 본문으로 201 응답을 받은 결제는 {payments}건입니다. 서버가 성공이라고 한 결제가 실제로는 결제되지 않았습니다.',
   'check.audit.emptyStatement': '결제사 명세서({log})에 결제가 하나도 없는데, {what} 건으로 201 응답을 받은 결제가 {payments}건입니다. charge()가 실행되지 않았거나 명세서에 줄을 쓰지 않습니다.',
   'check.audit.missingCharge.why': '201은 돈이 움직였다는 서버의 약속입니다. 결제사 명세서도 같은 말을 해야 합니다.',
-  'check.audit.noRow': '{request} 요청은 201을 받았지만, 원장에 그 결제의 줄(사용자 {user}, 금액 {amount}, 보낸 그대로의 키)이 없습니다.',
+  'check.audit.noRow': '{request} 요청은 201을 받았지만, 원장에 그 결제의 줄(사용자 {user}, 금액 {amount}, 보낸 그대로의 키, 응답한 payment_id)이 없습니다.',
   'check.audit.noRow.why': '원장은 가게가 모든 결제를 남기는 기록입니다. 결제마다 한 줄, 클라이언트가 보낸 그대로의 키와 함께 적어야 합니다.',
   'check.audit.extraRow': '원장 전체에 {count}줄이 있지만, 이번 검사에서 한 결제는 {payments}건입니다. {id}번 줄(키 {key})은 어느 결제에도 속하지 않습니다.',
   'check.audit.extraRow.why': '재생은 원장에 아무것도 쓰면 안 됩니다. 그 키의 줄만이 아니라 원장 전체를 세어 보세요.',
@@ -436,4 +436,7 @@ export const ko: Record<MessageKey, string> = {
   'step.07.bothVerdicts.why': '클라이언트는 실패마다 한 가지로만 대응합니다. 두 제목 아래에 모두 나오는 응답처럼 양쪽으로 적힌 것은 정책이 아닙니다.',
   'step.08.oneSentence': '08-notes.md가 세 가지 생각({list})을 한 문장에 몰아서 적었습니다. 생각마다 따로 한 문장씩 설명해 주세요.',
   'step.08.oneSentence.why': '세 단어를 적는 것만으로는 설명이 되지 않습니다. 클라이언트가 왜 재시도하는지, 키를 어디에 두는지, 쓰인 키에 다른 본문이 오면 왜 거절하는지 적어 주세요.',
+  // --- body-check ---
+  'check.payment.field': '{field} 값: {got}',
+  'check.payment.sent': '{field} 값이 {got}인데, 보낸 값은 {sent}입니다',
 };

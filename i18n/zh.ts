@@ -169,7 +169,7 @@ export const zh: Record<MessageKey, string> = {
   'check.noAnswer': '{request} 没有得到响应：{error}。',
   'check.noAnswer.why': '一直不响应的请求会让客户端干等，然后重试：服务器必须总是给出响应。',
   'check.expectedStatus': '期望 HTTP {expected}，实际 HTTP {got}',
-  'check.noPayment': '{request} 返回了 {status}，但响应体里没有支付信息。',
+  'check.noPayment': '{request} 的应答（{status}）里没有按约定写出的支付：应当是 {"payment_id", "user", "amount", "charged_at"}，其中用户和金额与发送的一致。',
   'check.noPayment.why': '按服务器约定，成功的支付返回 {"payment_id", "user", "amount", "charged_at"}。',
   'check.difference': '{field}：第一次 {first}，之后 {then}',
   'check.replayStatus': '用相同的键和请求体重试，应当再次得到第一次的响应（HTTP {first}），而不是 HTTP {got}。',
@@ -332,7 +332,7 @@ export const zh: Record<MessageKey, string> = {
   'check.audit.missingCharge': '支付服务商为{what}扣了 {n} 次款，可是带这个请求体、得到 201 的支付有 {payments} 笔：服务器报告成功的支付实际上没有扣款。',
   'check.audit.emptyStatement': '支付服务商的对账单（{log}）里一笔扣款都没有，可是{what}有 {payments} 笔支付得到了 201：charge() 没有运行，或者没有写它的那一行。',
   'check.audit.missingCharge.why': '201 是服务器在说“钱已经扣了”；支付服务商的对账单必须对得上。',
-  'check.audit.noRow': '{request} 得到了 201，可是账本里没有它的那一行（用户 {user}、金额 {amount}、原样的键）。',
+  'check.audit.noRow': '{request} 得到了 201，可是账本里没有它的那一行（用户 {user}、金额 {amount}、原样的键、应答中的 payment_id）。',
   'check.audit.noRow.why': '账本是商家对每笔支付的记录：每笔支付一行，键按客户端发来的原样记下。',
   'check.audit.extraRow': '整个账本有 {count} 行，可是这次检查只做了 {payments} 笔支付：第 {id} 行（键 {key}）不属于任何一笔支付。',
   'check.audit.extraRow.why': '重放完全不能写账本：要数整个账本，而不只是这个键下的行。',
@@ -436,4 +436,7 @@ export const zh: Record<MessageKey, string> = {
   'step.07.bothVerdicts.why': '客户端对每种失败只有一种做法：同一个响应两边都写（例如两个标题下都列了），就不是策略。',
   'step.08.oneSentence': '08-notes.md 把三个要点（{list}）挤在同一句话里；请每个要点各用一句话说明。',
   'step.08.oneSentence.why': '只说出这三个词并不是解释：请说明客户端为什么要重试、键存在哪里、已用过的键带着不同的请求体为什么会被拒绝。',
+  // --- body-check ---
+  'check.payment.field': '{field} 是 {got}',
+  'check.payment.sent': '{field} 是 {got}，但发送的是 {sent}',
 };

@@ -10,9 +10,9 @@ Environment:
   IDEM_CHARGE_MS  simulated payment-provider latency inside charge(), in ms (default 50)
   IDEM_PROVIDER_LOG  when set, a file to which charge() appends one JSON line per charge:
                   the payment provider's own statement, which the grader reads
-  IDEM_DB_MS      simulated database round trip, in ms (default 0): every statement run
-                  through db() outside a transaction answers this much later, as a
-                  database across a network would
+  IDEM_DB_MS      simulated database round trip, in ms (default 0): every statement this
+                  server runs outside a transaction (through db() or any connection of its
+                  own) answers this much later, as a database across a network would
 
 Before handle_pay is called, every request is checked (so nothing that can fail after
 charge() goes unchecked before it): only POST /pay pays; the body is at most 16 KB (413
@@ -67,23 +67,50 @@ CREATE TABLE IF NOT EXISTS idem (
 _local = threading.local()
 
 
-class _Answered:
-    """A statement that has run to its end: its rows, lastrowid and rowcount, read first."""
+class _RoundTripCursor(sqlite3.Cursor):
+    """A cursor whose statements outside a transaction answer IDEM_DB_MS late.
 
-    def __init__(self, cursor):
-        self.description = cursor.description
-        self.lastrowid = cursor.lastrowid
-        self._rows = cursor.fetchall()
-        self.rowcount = cursor.rowcount
+    The statement runs to its end first (its rows are read, so it holds no lock), then the
+    answer waits: only the answer is late, as with a database across a network.
+    """
+
+    _rows = None
+
+    def _late(self):
+        if DB_MS > 0 and not self.connection.in_transaction:
+            self._rows = super().fetchall()
+            time.sleep(DB_MS / 1000)
+        return self
+
+    def execute(self, sql, parameters=()):
+        self._rows = None
+        super().execute(sql, parameters)
+        return self._late()
+
+    def executemany(self, sql, seq_of_parameters):
+        self._rows = None
+        super().executemany(sql, seq_of_parameters)
+        return self._late()
+
+    def executescript(self, script):
+        self._rows = None
+        super().executescript(script)
+        return self._late()
 
     def fetchone(self):
+        if self._rows is None:
+            return super().fetchone()
         return self._rows.pop(0) if self._rows else None
 
-    def fetchmany(self, size=1):
-        rows, self._rows = self._rows[:size], self._rows[size:]
+    def fetchmany(self, size=None):
+        if self._rows is None:
+            return super().fetchmany(size or self.arraysize)
+        rows, self._rows = self._rows[: size or self.arraysize], self._rows[size or self.arraysize :]
         return rows
 
     def fetchall(self):
+        if self._rows is None:
+            return super().fetchall()
         rows, self._rows = self._rows, []
         return rows
 
@@ -92,19 +119,31 @@ class _Answered:
 
 
 class _RoundTrip(sqlite3.Connection):
-    """A connection whose statements outside a transaction answer IDEM_DB_MS late.
+    """A connection whose cursors are _RoundTripCursor: every way of running a statement
+    (execute, executemany, executescript, a cursor of its own) answers IDEM_DB_MS late."""
 
-    The statement runs to its end (so it holds no lock) before the wait: only the answer
-    is late, as with a database across a network.
-    """
+    def cursor(self, factory=_RoundTripCursor):
+        return super().cursor(factory)
 
     def execute(self, sql, parameters=()):
-        cursor = super().execute(sql, parameters)
-        if DB_MS <= 0 or self.in_transaction:
-            return cursor
-        answered = _Answered(cursor)
-        time.sleep(DB_MS / 1000)
-        return answered
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql, seq_of_parameters):
+        return self.cursor().executemany(sql, seq_of_parameters)
+
+    def executescript(self, script):
+        return self.cursor().executescript(script)
+
+
+_plain_connect = sqlite3.connect
+
+
+def _connect(*args, factory=_RoundTrip, **kwargs):
+    """sqlite3.connect, with the simulated round trip for every connection this server opens."""
+    return _plain_connect(*args, factory=factory, **kwargs)
+
+
+sqlite3.connect = _connect
 
 
 def db():

@@ -4,6 +4,7 @@ import { t } from '../i18n/index.js';
 import { CheckFailed } from '../grader/failure.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import { rowsForKey } from '../grader/ledger.js';
+import { responseJson } from '../grader/http.js';
 import type { Step } from './types.js';
 
 const why = () => t('step.04.why');
@@ -50,7 +51,7 @@ export const step: Step = {
     const otherUserBody = { user: ctx.data.user(), amount: body.amount };
     const otherUser = await ctx.pay(server, { key, body: otherUserBody });
     if (otherUser.status === 201) {
-      const theirs = paymentOf(otherUser);
+      const theirs = (responseJson(otherUser) ?? {}) as Record<string, unknown>;
       if (theirs.payment_id === firstPayment.payment_id || theirs.user !== otherUserBody.user) {
         throw new CheckFailed(
           t('step.04.otherUserGotFirst', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user), id: String(firstPayment.payment_id) }),
@@ -58,6 +59,7 @@ export const step: Step = {
           { exchanges: [first, other, otherUser] },
         );
       }
+      paymentOf(otherUser);
       expectCharges(ctx, otherUserBody, 1, [first, other, otherUser], t('step.04.scoped.why'));
     } else {
       expectStatus(otherUser, 422, t('step.04.otherUser', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user) }), t('step.04.otherUser.why'));
