@@ -282,7 +282,7 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
     const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
     if (health.status === 200) return;
     if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
-    else if (!/refused/.test(health.error ?? '')) lastAnswer = health.error ?? lastAnswer;
+    else if (health.errorCode !== 'refused') lastAnswer = health.error ?? lastAnswer;
     await delay(25);
   }
   throw new ServerStartFailed(

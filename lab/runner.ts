@@ -9,6 +9,7 @@ import { execa } from 'execa';
 import { send } from '../grader/http.js';
 import { freePort, killGroup, type ServerCommand } from '../grader/server.js';
 import { readState, updateState } from './workspace.js';
+import { t } from '../i18n/index.js';
 
 /** The port the lab sheet uses when none is chosen. */
 export const DEFAULT_PORT = 8000;
@@ -50,7 +51,7 @@ export async function isHealthy(port: number): Promise<boolean> {
 
 async function portTaken(port: number): Promise<boolean> {
   const probe = await send({ label: 'lab', port }, 'GET', '/health', undefined, { connectMs: 300, answerMs: 300 });
-  return probe.error === undefined || !/refused/.test(probe.error);
+  return probe.error === undefined || probe.errorCode !== 'refused';
 }
 
 /** The last `lines` lines of s.log. */
@@ -82,7 +83,7 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
   let chosen = port ?? state.port ?? DEFAULT_PORT;
   let movedFrom: number | undefined;
   if (await portTaken(chosen)) {
-    if (port !== undefined) return { kind: 'failed', reason: `port ${port} is already in use by another program`, log: '' };
+    if (port !== undefined) return { kind: 'failed', reason: t('cli.reason.portInUse', { port }), log: '' };
     movedFrom = chosen;
     chosen = await freePort();
   }
@@ -108,7 +109,7 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
     exited = true;
   });
   const pid = subprocess.pid;
-  if (!pid) return { kind: 'failed', reason: `could not run ${command.file}`, log: logTail(workspace) };
+  if (!pid) return { kind: 'failed', reason: t('cli.reason.couldNotRun', { file: command.file }), log: logTail(workspace) };
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline && !exited) {
     if (await isHealthy(chosen)) {
@@ -121,7 +122,7 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
     await delay(50);
   }
   killGroup(pid, 'SIGKILL');
-  const reason = exited ? 'the server exited during start-up' : `the server did not answer GET /health on port ${chosen} within ${READY_TIMEOUT_MS / 1000} s`;
+  const reason = exited ? t('cli.reason.exited') : t('cli.reason.noHealth', { port: chosen, seconds: READY_TIMEOUT_MS / 1000 });
   return { kind: 'failed', reason, log: logTail(workspace) };
 }
 

@@ -171,7 +171,9 @@ class Handler(BaseHTTPRequestHandler):
         try:
             status, body, headers = handle_pay(self.headers.get("Idempotency-Key"), payload)
         except Exception as exc:  # a bug in handle_pay: answer 500 and keep serving
-            self.log_message("handle_pay failed: %r\n%s", exc, traceback.format_exc())
+            self.log_message("handle_pay failed: %r", exc)
+            # The traceback as lines: log_message would write each newline as \x0a.
+            sys.stderr.write(traceback.format_exc())
             status, body, headers = error(500, "internal error: %s" % exc.__class__.__name__)
         self.send_json(status, body, headers)
 
