@@ -50,45 +50,57 @@ export function groupExchanges(exchanges: readonly Exchange[]): { exchange: Exch
   return out;
 }
 
+/** The lines Python puts between the tracebacks of one chained exception. */
+const CHAIN_LINES = ['During handling of the above exception, another exception occurred:', 'The above exception was the direct cause of the following exception:'];
+
+/** The end (exclusive) of the Python traceback, chained ones included, that starts at `lines[start]`. */
+function tracebackEnd(lines: readonly string[], start: number): number {
+  let end = start + 1;
+  while (end < lines.length && /^\s/.test(lines[end])) end++;
+  end = Math.min(end + 1, lines.length); // the exception line
+  if (lines[end] === '' && CHAIN_LINES.includes(lines[end + 1] ?? '') && lines[end + 2] === '' && lines[end + 3] === 'Traceback (most recent call last):') {
+    return tracebackEnd(lines, end + 3);
+  }
+  return end;
+}
+
 /**
  * A server's output as lines, each Python traceback shown once: a traceback (from
- * `Traceback (most recent call last):` to its exception line) that repeats one shown
- * before is left out and counted under the first (`×9, the same`), and so is a log line
- * that repeats the line before it but for its [time stamp].
+ * `Traceback (most recent call last):` to its exception line, with the tracebacks chained
+ * to it) that repeats one shown before is left out and counted under the first (`×9, the
+ * same`), and so is a log line that repeats the line before it but for its [time stamp].
  */
 export function collapseServerOutput(text: string): string[] {
   const lines = text.trimEnd().split('\n');
   const out: string[] = [];
   const seen = new Map<string, { at: number; count: number }>();
   const counts: { at: number; count: number }[] = [];
-  let previous: { key: string; entry: { at: number; count: number } } | undefined;
   for (let i = 0; i < lines.length; i++) {
     if (lines[i] === 'Traceback (most recent call last):') {
-      let end = i + 1;
-      while (end < lines.length && /^\s/.test(lines[end])) end++;
-      const block = lines.slice(i, Math.min(end + 1, lines.length));
-      const key = block.join('\n');
+      const end = tracebackEnd(lines, i);
+      const block = lines.slice(i, end);
+      const key = `traceback:${block.join('\n')}`;
       const known = seen.get(key);
       if (known) known.count++;
       else {
-        const entry = { at: out.length + block.length - 1, count: 1 };
         out.push(...block);
+        const entry = { at: out.length - 1, count: 1 };
         seen.set(key, entry);
         counts.push(entry);
       }
-      previous = undefined;
-      i = end;
+      i = end - 1;
       continue;
     }
-    const key = lines[i].replace(/\[[^\]]*\]/g, '[]');
-    if (previous && previous.key === key) {
-      previous.entry.count++;
+    const key = `line:${lines[i].replace(/\[[^\]]*\]/g, '[]')}`;
+    const known = lines[i].trim() === '' ? undefined : seen.get(key);
+    if (known) {
+      known.count++;
       continue;
     }
     out.push(lines[i]);
     const entry = { at: out.length - 1, count: 1 };
     counts.push(entry);
-    previous = { key, entry };
+    seen.set(key, entry);
   }
   for (const entry of counts.filter((e) => e.count > 1).sort((a, b) => b.at - a.at)) out.splice(entry.at + 1, 0, `  ${t('report.same', { n: entry.count - 1 })}`);
   return out;
@@ -163,7 +175,7 @@ export function progressBar(done: number, total: number): string {
 
 /** `Progress: 3 of 8 steps pass. ■■■□□□□□`: the learner's whole progress, not one run's. */
 export function formatProgress(done: number, total: number, c: ChalkInstance): string {
-  return `${t('report.progress', { passed: done, total })} ${c.green(progressBar(done, total).replace(/□+$/, ''))}${c.dim(progressBar(done, total).replace(/^■+/, ''))}`;
+  return `${t('report.progress', { passed: done, total })}${sentenceGap()}${c.green(progressBar(done, total).replace(/□+$/, ''))}${c.dim(progressBar(done, total).replace(/^■+/, ''))}`;
 }
 
 /**
