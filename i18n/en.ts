@@ -439,6 +439,7 @@ export const en = {
   'cli.config.jsonPos': 'at character {position}',
   'cli.config.jsonEnd': 'it ends too early',
   'solution.open': 'Reference answers are open for {ids}: idem-lab solution {id}.',
+  'cli.config.jsonToken': 'it cannot be read from "{token}" on',
 } as const;
 
 /** A message's key. */

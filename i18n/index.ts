@@ -108,5 +108,7 @@ export function jsonErrorWhere(err: unknown): string {
   const position = /position (\d+)/.exec(message);
   if (position) return t('cli.config.jsonPos', { position: position[1] });
   if (/Unexpected end of JSON input/.test(message)) return t('cli.config.jsonEnd');
+  const token = /Unexpected token '(.+?)'/.exec(message) ?? /Unexpected non-whitespace character/.exec(message);
+  if (token) return t('cli.config.jsonToken', { token: token[1] ?? '' });
   return message;
 }

@@ -421,4 +421,5 @@ export const zh: Record<MessageKey, string> = {
   'cli.config.jsonPos': '第 {position} 个字符处',
   'cli.config.jsonEnd': '文件提前结束了',
   'solution.open': '可以查看参考答案的步骤：{ids}（idem-lab solution {id}）。',
+  'cli.config.jsonToken': '从 "{token}" 处开始无法读取',
 };

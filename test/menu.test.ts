@@ -125,7 +125,7 @@ test('the menu speaks the chosen language: --lang zh gives a Chinese menu, LANG=
   try {
     let screen = await zh.waitFor(/\? 选择一个步骤或操作/);
     assert.match(screen, /服务器：未运行/);
-    assert.match(screen, /进度：8 步中通过 0 步。/);
+    assert.match(screen, /进度：共 8 步，通过 0 步。/);
     assert.match(screen, /❯ · 01 duplicate 复现重复扣款/);
     assert.match(screen, /启动支付服务器/);
     assert.match(screen, /↑↓ 移动 • ⏎ 选择/);
