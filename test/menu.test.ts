@@ -71,7 +71,7 @@ test('the menu in a terminal: steps with their state, read, check, hint, start a
     term.keys('Down', 'Enter');
     await term.waitFor(atStep('02'));
     term.keys('Down', 'Down', 'Enter');
-    await term.waitFor(shownThenPause('Hint 1 of 3 for 02 replay: '));
+    await term.waitFor(shownThenPause('Hint 1 of 3 for 02 replay: [^\\n]*\\nChoose "Show a hint" again for the next one\\.'));
     term.keys('Enter');
 
     // Start the server, then stop it.
