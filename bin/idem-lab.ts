@@ -116,8 +116,10 @@ const program = new Command('idem-lab')
   .exitOverride()
   .showHelpAfterError(t('help.afterError'));
 // Every command, also those added below, writes its errors and help in the learner's language.
-const speakTheLanguage = (command: Command) =>
-  command.configureOutput({ outputError: (text, write) => write(translateCommanderError(text)) }).createHelp = () => Object.assign(new LabHelp(), command.configureHelp());
+function speakTheLanguage(command: Command): void {
+  command.configureOutput({ outputError: (text, write) => write(translateCommanderError(text)) });
+  command.createHelp = () => Object.assign(new LabHelp(), command.configureHelp());
+}
 speakTheLanguage(program);
 
 let exitCode = 0;
