@@ -99,6 +99,8 @@ export class ServerInstance {
   readonly dbPath: string;
   readonly pid: number;
   private tail = '';
+  /** Whether the tail lost its beginning (then output() starts at a whole line). */
+  private cut = false;
   private readonly streams: Array<{ destroy(): void } | null | undefined>;
   /** True when a process had escaped the group (setsid) and had to be found and killed by pid. */
   escaped = false;
@@ -112,7 +114,9 @@ export class ServerInstance {
     this.pid = subprocess.pid ?? -1;
     this.streams = [subprocess.stdout, subprocess.stderr, subprocess.all];
     subprocess.all?.on('data', (chunk: Buffer) => {
-      this.tail = (this.tail + chunk.toString('utf8')).slice(-OUTPUT_TAIL_BYTES);
+      const text = this.tail + chunk.toString('utf8');
+      if (text.length > OUTPUT_TAIL_BYTES) this.cut = true;
+      this.tail = text.slice(-OUTPUT_TAIL_BYTES);
     });
     this.exited = subprocess.then(
       (result) => {
@@ -124,9 +128,9 @@ export class ServerInstance {
     );
   }
 
-  /** The last 4 KiB of what the server printed (stdout and stderr interleaved). */
+  /** The last 4 KiB of what the server printed (stdout and stderr interleaved), from the start of a line. */
   output(): string {
-    return this.tail;
+    return this.cut ? this.tail.slice(this.tail.indexOf('\n') + 1) : this.tail;
   }
 
   /** Whether the process has exited; `exit` says how. */

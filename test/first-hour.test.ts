@@ -262,6 +262,10 @@ test('identical exchanges are shown once with a count; a repeated traceback once
     '127.0.0.1 - - [01/Dec/2026 10:00:09] "POST /pay HTTP/1.1" 201 -',
   ]);
 
+  // Output kept as a tail: the end of a traceback cut at its start counts as the whole one shown later.
+  const cut = ['[server A, port 1]', ...traceback.slice(2), ...log.slice(-6)];
+  assert.deepEqual(collapseServerOutput(cut.join('\n')), ['[server A, port 1]', log[log.length - 6], ...traceback, '  ×1, the same', log[log.length - 1]]);
+
   // A real server whose race losers raise: the starter writes its traceback as lines, shown once.
   const ws = fixtureWorkspace('race-losers-500');
   try {

@@ -64,18 +64,37 @@ function tracebackEnd(lines: readonly string[], start: number): number {
   return end;
 }
 
+/** A line that starts a record of a server's output: a traceback not chained to one before, or a log line. */
+function startsRecord(lines: readonly string[], i: number): boolean {
+  if (lines[i] === 'Traceback (most recent call last):') return !CHAIN_LINES.includes(lines[i - 2] ?? '');
+  return /^\S+ - - \[/.test(lines[i]) || /^\[server [A-Z]+, port \d+\]$/.test(lines[i]);
+}
+
 /**
  * A server's output as lines, each Python traceback shown once: a traceback (from
  * `Traceback (most recent call last):` to its exception line, with the tracebacks chained
  * to it) that repeats one shown before is left out and counted under the first (`×9, the
- * same`), and so is a log line that repeats the line before it but for its [time stamp].
+ * same`), and so is a log line that repeats one shown before but for its [time stamp].
+ * Lines keep the order of their first showing. The end of a traceback whose beginning was
+ * cut off (output is kept as a tail) counts as that traceback when it is shown whole later.
  */
 export function collapseServerOutput(text: string): string[] {
   const lines = text.trimEnd().split('\n');
   const out: string[] = [];
   const seen = new Map<string, { at: number; count: number }>();
   const counts: { at: number; count: number }[] = [];
+  const blocks: { text: string; entry: { at: number; count: number } }[] = [];
+  const fragments: { lines: string[]; at: number }[] = [];
   for (let i = 0; i < lines.length; i++) {
+    // Lines before the first record of a server's output: a traceback cut at its start.
+    if ((i === 0 || /^\[server [A-Z]+, port \d+\]$/.test(lines[i - 1])) && !startsRecord(lines, i)) {
+      let end = i;
+      while (end < lines.length && !startsRecord(lines, end)) end++;
+      fragments.push({ lines: lines.slice(i, end), at: out.length });
+      out.push(...lines.slice(i, end));
+      i = end - 1;
+      continue;
+    }
     if (lines[i] === 'Traceback (most recent call last):') {
       const end = tracebackEnd(lines, i);
       const block = lines.slice(i, end);
@@ -87,6 +106,7 @@ export function collapseServerOutput(text: string): string[] {
         const entry = { at: out.length - 1, count: 1 };
         seen.set(key, entry);
         counts.push(entry);
+        blocks.push({ text: block.join('\n'), entry });
       }
       i = end - 1;
       continue;
@@ -102,7 +122,20 @@ export function collapseServerOutput(text: string): string[] {
     counts.push(entry);
     seen.set(key, entry);
   }
-  for (const entry of counts.filter((e) => e.count > 1).sort((a, b) => b.at - a.at)) out.splice(entry.at + 1, 0, `  ${t('report.same', { n: entry.count - 1 })}`);
+  // A cut traceback shown whole later is left out and counted there (from the last, so indices hold).
+  const removed: { at: number; length: number }[] = [];
+  for (const fragment of fragments) {
+    const whole = blocks.find((b) => b.text.endsWith(fragment.lines.join('\n')) && b.entry.at > fragment.at);
+    if (!whole || fragment.lines.length === 0) continue;
+    whole.entry.count++;
+    removed.push({ at: fragment.at, length: fragment.lines.length });
+  }
+  const marks: { at: number; line: string }[] = counts.filter((e) => e.count > 1).map((e) => ({ at: e.at + 1, line: `  ${t('report.same', { n: e.count - 1 })}` }));
+  const edits = [...marks.map((m) => ({ at: m.at, insert: m.line, remove: 0 })), ...removed.map((r) => ({ at: r.at, insert: undefined, remove: r.length }))];
+  for (const edit of edits.sort((a, b) => b.at - a.at || b.remove - a.remove)) {
+    if (edit.insert !== undefined) out.splice(edit.at, 0, edit.insert);
+    else out.splice(edit.at, edit.remove);
+  }
   return out;
 }
 
