@@ -5,10 +5,11 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, Help, InvalidArgumentError } from 'commander';
 import { SetupError } from '../grader/failure.js';
 import { fileProblem } from '../lab/safe-fs.js';
-import { chooseLanguage, setLanguage, t } from '../i18n/index.js';
+import { findWorkspace } from '../lab/paths.js';
+import { chooseLanguage, language, setLanguage, t } from '../i18n/index.js';
 
 // The commands load their modules when they run, so `--help` does not pay for undici,
 // better-sqlite3, execa and marked.
@@ -37,7 +38,7 @@ function argValue(args: string[], name: string): string | undefined {
 /** The language the workspace of this run was started in (.idem-lab/state.json), if any. */
 function workspaceLanguage(dir: string | undefined): string | undefined {
   try {
-    const state = JSON.parse(fs.readFileSync(path.join(path.resolve(dir ?? '.'), '.idem-lab', 'state.json'), 'utf8')) as { lang?: unknown };
+    const state = JSON.parse(fs.readFileSync(path.join(dir !== undefined ? path.resolve(dir) : findWorkspace(), '.idem-lab', 'state.json'), 'utf8')) as { lang?: unknown };
     return typeof state.lang === 'string' ? state.lang : undefined;
   } catch {
     return undefined;
@@ -50,13 +51,77 @@ const chosen = chooseLanguage(argValue(args, 'lang'), workspaceLanguage(argValue
 setLanguage(chosen.lang);
 if (chosen.unknown !== undefined) console.error(t('cli.lang.unknown', { lang: chosen.unknown, using: chosen.lang }));
 
+/**
+ * commander's own error, as it writes it (`error: unknown command 'x'\n(Did you mean y?)`),
+ * in the learner's language. commander 14 builds these texts in English inside; each has a
+ * fixed form, read back here. A form not known is passed on in the catalog's frame.
+ */
+export function translateCommanderError(text: string): string {
+  const suggestion = /\n?\(Did you mean (?:one of )?(.+?)\?\)/.exec(text);
+  const body = text.replace(/\n?\(Did you mean (?:one of )?.+?\?\)/, '').trim().replace(/^error: /, '');
+  const forms: Array<[RegExp, (m: RegExpExecArray) => string]> = [
+    [/^unknown command '(.+?)'$/, (m) => t('cli.err.unknownCommand', { command: m[1] })],
+    [/^unknown option '(.+?)'$/, (m) => t('cli.err.unknownOption', { option: m[1] })],
+    [/^missing required argument '(.+?)'$/, (m) => t('cli.err.missingArgument', { argument: m[1] })],
+    [/^option '(.+?)' argument missing$/, (m) => t('cli.err.optionMissingArgument', { option: m[1] })],
+    [/^too many arguments(?: for '(.+?)')?\. Expected (\d+) arguments? but got (\d+)\.$/, (m) => t('cli.err.tooMany', { command: m[1] ?? 'idem-lab', expected: m[2], got: m[3] })],
+    [/^option '(.+?)' argument '(.*?)' is invalid\. ([\s\S]*)$/, (m) => t('cli.err.invalidArgument', { value: m[2], what: m[1], reason: m[3] })],
+    [/^command-argument value '(.*?)' is invalid for argument '(.+?)'\. ([\s\S]*)$/, (m) => t('cli.err.invalidArgument', { value: m[1], what: m[2], reason: m[3] })],
+  ];
+  let message = t('cli.err.other', { detail: body });
+  for (const [form, say] of forms) {
+    const m = form.exec(body);
+    if (m) {
+      message = say(m);
+      break;
+    }
+  }
+  const hint = suggestion ? `\n${t('cli.err.didYouMean', { suggestion: suggestion[1] })}` : '';
+  return `${t('cli.err.prefix', { message })}${hint}\n`;
+}
+
+/** commander's help with its headings and `default:` notes in the learner's language. */
+class LabHelp extends Help {
+  styleTitle(title: string): string {
+    const titles: Record<string, Parameters<typeof t>[0]> = {
+      'Usage:': 'help.usage',
+      'Arguments:': 'help.arguments',
+      'Options:': 'help.options',
+      'Commands:': 'help.commands',
+      'Global Options:': 'help.globalOptions',
+    };
+    return super.styleTitle(titles[title] ? t(titles[title]) : title);
+  }
+
+  optionDescription(option: Parameters<Help['optionDescription']>[0]): string {
+    return super.optionDescription(option).replace(/\(default: ([^)]*)\)/, (_, value: string) => `(${t('help.default', { value })})`);
+  }
+
+  formatHelp(command: Command, helper: Help): string {
+    // Chinese full-width punctuation takes no space after it.
+    const text = super.formatHelp(command, helper);
+    return language() === 'zh' ? text.replace(`${t('help.usage')} `, t('help.usage')) : text;
+  }
+
+  argumentDescription(argument: Parameters<Help['argumentDescription']>[0]): string {
+    return super.argumentDescription(argument).replace(/\(default: ([^)]*)\)/, (_, value: string) => `(${t('help.default', { value })})`);
+  }
+}
+
 const program = new Command('idem-lab')
   .description(t('help.program'))
   .version('0.1.0', '-V, --version', t('help.version'))
   .helpOption('-h, --help', t('help.help'))
   .helpCommand('help [command]', t('help.helpCommand'))
+  .option('--lang <lang>', t('help.lang'))
   .exitOverride()
   .showHelpAfterError(t('help.afterError'));
+// Every command, also those added below, writes its errors and help in the learner's language.
+function speakTheLanguage(command: Command): void {
+  command.configureOutput({ outputError: (text, write) => write(translateCommanderError(text)) });
+  command.createHelp = () => Object.assign(new LabHelp(), command.configureHelp());
+}
+speakTheLanguage(program);
 
 let exitCode = 0;
 
@@ -95,14 +160,18 @@ program
 
 program.command('ledger').description(t('help.ledger')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).ledgerCommand(opts))());
 program.command('statement').description(t('help.statement')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statementCommand(opts))());
-program.command('show').description(t('help.show')).argument('<step>', t('help.step')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).showCommand(step, opts))());
+program.command('show').description(t('help.show')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).showCommand(step, opts))());
 program
   .command('hint')
   .description(t('help.hint'))
-  .argument('<step>', t('help.step'))
+  .argument('[step]', t('help.step.current'))
   .option('--dir <dir>', t('help.dir'))
   .option('--reset', t('help.hint.reset'))
   .action((step, opts) => run(async () => (await lab()).hintCommand(step, opts))());
+
+program.command('solution').description(t('help.solution')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).solutionCommand(step, opts))());
+program.command('reset').description(t('help.reset')).argument('<step>', t('help.step')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).resetCommand(step, opts))());
+program.command('restore').description(t('help.restore')).argument('[backup]', t('help.restore.backup')).option('--dir <dir>', t('help.dir')).action((backup, opts) => run(async () => (await lab()).restoreCommand(backup, opts))());
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -111,24 +180,24 @@ program
   .description(t('help.check'))
   .argument('[steps...]', t('help.check.steps'))
   .option('--dir <dir>', t('help.dir'))
-  .option('--reporter <name>', 'human (default), json, junit, tap or github; repeat or use commas for several; NAME=FILE writes json, junit or tap to FILE', collect)
-  .option('--output <file>', 'the file the json, junit or tap reporter writes (default: stdout)')
-  .option('--config <file>', 'grading config with "points" and "required" (default: idem-lab.json in the workspace)')
+  .option('--reporter <name>', t('help.check.reporter'), collect)
+  .option('--output <file>', t('help.check.output'))
+  .option('--config <file>', t('help.check.config'))
   .option('--seed <n>', t('help.check.seed'))
-  .addHelpText('after', '\nExit codes: 0 every required step passed, 1 a required step failed, 2 usage error or a workspace that cannot be graded\n(with json, junit, tap or github the results are still written then, with status error).')
+  .addHelpText('after', `\n${t('help.check.exit')}`)
   .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
 
 program
   .command('grade')
-  .description("grade a cohort: many student workspaces (checkouts of the students' repositories) into a gradebook")
-  .argument('<dirs...>', 'the student workspaces')
-  .option('--jobs <n>', 'how many workspaces to grade at once', '1')
-  .option('--csv <file>', 'write the gradebook as CSV: one row per student, one column per step, score, first failure')
-  .option('--json <file>', "write the gradebook as JSON, with every student's results")
-  .option('--config <file>', 'grading config with "points" and "required" for every student (default: 1 point each, all required)')
-  .option('--timeout <seconds>', 'how long one workspace may take before it is cut off as an error', '180')
+  .description(t('help.grade'))
+  .argument('<dirs...>', t('help.grade.dirs'))
+  .option('--jobs <n>', t('help.grade.jobs'), '1')
+  .option('--csv <file>', t('help.grade.csv'))
+  .option('--json <file>', t('help.grade.json'))
+  .option('--config <file>', t('help.grade.config'))
+  .option('--timeout <seconds>', t('help.grade.timeout'), '180')
   .option('--shard <k/n>', t('help.grade.shard'))
-  .addHelpText('after', '\nExit codes: 0 every workspace was graded, 1 some could not be (error rows), 2 usage error.')
+  .addHelpText('after', `\n${t('help.grade.exit')}`)
   .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
 
 program
@@ -144,15 +213,15 @@ program
 
 program
   .command('ci')
-  .description('set up grading in CI for instructors')
+  .description(t('help.ci'))
   .command('init')
-  .description('write a GitHub Actions workflow (and idem-lab.json) into a student template repository')
-  .option('--dir <dir>', 'the template repository (default: the current directory)')
-  .option('--classroom', "add GitHub Classroom's autograding reporter step")
+  .description(t('help.ci.init'))
+  .option('--dir <dir>', t('help.ci.dir'))
+  .option('--classroom', t('help.ci.classroom'))
   .option('--package <spec>', t('help.ci.package'))
   .option('--cohort', t('help.ci.cohort'))
   .option('--shards <n>', t('help.ci.shards'))
-  .option('--force', 'replace an existing .github/workflows/idem-lab.yml')
+  .option('--force', t('help.ci.force'))
   .action((opts) => run(async () => (await ci()).ciInitCommand(opts))());
 
 program
@@ -172,6 +241,8 @@ program
 for (const command of program.commands) {
   if (!command.options.some((o) => o.long === '--lang')) command.option('--lang <lang>', t('help.lang'));
 }
+const everyCommand = (command: Command): Command[] => [command, ...command.commands.flatMap(everyCommand)];
+for (const command of everyCommand(program)) speakTheLanguage(command);
 
 /** The arguments without --lang and --dir and their values: none left means the menu. */
 function withoutGlobalOptions(list: string[]): string[] {

@@ -15,7 +15,7 @@ import { chooseReporters, writeReports, type ReporterChoice } from './reporters/
 import type { GithubOptions } from './reporters/github.js';
 import { openWorkspace, readState, updateState } from '../lab/workspace.js';
 import { DEFAULT_PORT } from '../lab/runner.js';
-import { workspaceDir, type WorkspaceOptions } from '../lab/commands.js';
+import { labSummary, workspaceDir, type WorkspaceOptions } from '../lab/commands.js';
 
 /** Exit codes of `idem-lab check`: every step passed, some failed, or grading could not run. */
 export const EXIT = { pass: 0, fail: 1, setup: 2 } as const;
@@ -187,11 +187,15 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
     seed,
     onResult: human ? (result) => console.log(formatResult(result, c, { replayPort, points: pointsOf(config, result.id) }) + '\n') : undefined,
   });
+  const passedBefore = passedCount(workspace);
   saveVerdicts(workspace, results);
   const report = scoreResults(results, config);
   if (human) {
     console.log(formatSummary(results, c, report));
     console.log(formatProgress(passedCount(workspace), STEPS.length, c));
+    const passed = results.filter((r) => r.status === 'pass').map((r) => r.id);
+    if (passed.length) console.log(c.dim(t('solution.open', { ids: passed.join(', '), id: passed[passed.length - 1] })));
+    if (passedBefore < STEPS.length && passedCount(workspace) === STEPS.length) console.log(`\n${labSummary(workspace)}`);
   }
   writeReports(report, choices, { github: githubOptions(workspace, command) });
   return exitCodeForReport(report);

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import { t } from '../i18n/index.js';
+import { language, t } from '../i18n/index.js';
 import path from 'node:path';
 import { LiveContext } from './context.js';
 import { atExit } from './cleanup.js';
@@ -201,7 +201,7 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
       }
       said.push(step.file.check(text, { warn: (m) => result.warnings.push(m) }));
     }
-    result.message = said.join(' ');
+    result.message = said.join(language() === 'zh' ? '' : ' ');
   } catch (err) {
     applyFailure(result, err, phase === 'live' ? ctx : undefined);
     result.failedPart = phase;

@@ -13,6 +13,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SetupError } from './failure.js';
+import { jsonErrorWhere, t } from '../i18n/index.js';
 import type { Status, StepResult } from './types.js';
 import { STEPS, selectSteps } from '../steps/index.js';
 import type { Step } from '../steps/types.js';
@@ -53,23 +54,23 @@ function stepId(selector: string, where: string): string {
  * @throws SetupError naming the file and the wrong entry
  */
 export function parseGradingConfig(raw: unknown, source: string): GradingConfig {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new SetupError(`${source} must hold a JSON object`);
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new SetupError(t('cli.config.object', { file: source }));
   const { points, required } = raw as { points?: unknown; required?: unknown };
   const config: GradingConfig = { points: {}, source };
   if (points !== undefined) {
     if (typeof points !== 'object' || points === null || Array.isArray(points)) {
-      throw new SetupError(`${source}: "points" must be an object from step to points, e.g. {"02": 2, "race": 3}`);
+      throw new SetupError(t('cli.config.points', { file: source }));
     }
     for (const [selector, value] of Object.entries(points)) {
       if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-        throw new SetupError(`${source}: the points of step "${selector}" must be a number of 0 or more, not ${JSON.stringify(value)}`);
+        throw new SetupError(t('cli.config.pointsValue', { file: source, step: selector, value: JSON.stringify(value) }));
       }
       config.points[stepId(selector, `${source}: "points"`)] = value;
     }
   }
   if (required !== undefined) {
     if (!Array.isArray(required) || !required.every((s) => typeof s === 'string')) {
-      throw new SetupError(`${source}: "required" must be a list of steps, e.g. ["02", "03"]`);
+      throw new SetupError(t('cli.config.required', { file: source }));
     }
     config.required = [...new Set(required.map((s: string) => stepId(s, `${source}: "required"`)))].sort();
   }
@@ -85,13 +86,13 @@ export function readGradingConfig(file: string): GradingConfig {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new SetupError(`cannot read the grading config ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new SetupError(t('cli.config.unreadable', { file, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message }));
   }
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch (err) {
-    throw new SetupError(`${file} is not valid JSON: ${(err as Error).message}`);
+    throw new SetupError(t('cli.config.json', { file, error: jsonErrorWhere(err) }));
   }
   return parseGradingConfig(raw, file);
 }

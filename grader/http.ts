@@ -2,6 +2,17 @@ import net from 'node:net';
 import { Client } from 'undici';
 import { limits } from './limits.js';
 import type { Exchange } from './types.js';
+import { t } from '../i18n/index.js';
+
+/** An error opening a connection, with the kind of failure for code to test. */
+export class ConnectError extends Error {
+  constructor(
+    message: string,
+    readonly code: 'refused' | 'connect-timeout' | 'failed',
+  ) {
+    super(message);
+  }
+}
 
 /** A request the grader sends. `key` undefined: no Idempotency-Key header; '' : the header sent empty. */
 export interface PayRequest {
@@ -34,14 +45,14 @@ export interface Target {
 
 /**
  * Opens a TCP connection to 127.0.0.1:port.
- * @throws Error when it is refused or does not open within `timeoutMs` ms
+ * @throws ConnectError when it is refused or does not open within `timeoutMs` ms (message in the learner's language)
  */
 export function openConnection(port: number, timeoutMs: number): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host: '127.0.0.1', port });
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Error(`could not connect to 127.0.0.1:${port} within ${timeoutMs} ms`));
+      reject(new ConnectError(t('http.connectTimeout', { port, ms: timeoutMs }), 'connect-timeout'));
     }, timeoutMs);
     socket.once('connect', () => {
       clearTimeout(timer);
@@ -49,7 +60,7 @@ export function openConnection(port: number, timeoutMs: number): Promise<net.Soc
     });
     socket.once('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      reject(new Error(err.code === 'ECONNREFUSED' ? `connection to 127.0.0.1:${port} refused` : err.message));
+      reject(err.code === 'ECONNREFUSED' ? new ConnectError(t('http.refused', { port }), 'refused') : new ConnectError(t('http.failed', { error: err.code ?? err.message }), 'failed'));
     });
   });
 }
@@ -98,10 +109,9 @@ async function sendOn(
   } catch (err) {
     if (err instanceof GuardTimeout) delete exchange.status;
     const code = (err as { code?: string }).code;
-    exchange.error =
-      code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || err instanceof GuardTimeout
-        ? `no answer within ${timeouts.answerMs} ms`
-        : `the connection failed: ${(err as Error).message}`;
+    const timedOut = code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || err instanceof GuardTimeout;
+    exchange.errorCode = timedOut ? 'timeout' : 'failed';
+    exchange.error = timedOut ? t('http.noAnswer', { ms: timeouts.answerMs }) : t('http.failed', { error: code ?? (err as Error).message });
   } finally {
     clearTimeout(guard);
     exchange.ms = Math.round(performance.now() - started);
@@ -125,7 +135,7 @@ export async function send(
   try {
     socket = await openConnection(target.port, timeouts.connectMs);
   } catch (err) {
-    const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody: req ? bodyText(req.body) : '', ms: 0, error: (err as Error).message };
+    const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody: req ? bodyText(req.body) : '', ms: 0, error: (err as Error).message, errorCode: err instanceof ConnectError ? err.code : 'failed' };
     if (req?.key !== undefined) exchange.key = req.key;
     return exchange;
   }
@@ -150,7 +160,7 @@ export async function sendSimultaneously(
       const target = targets[i % targets.length];
       const conn = opened[i];
       if (conn.status === 'fulfilled') return sendOn(conn.value, target, 'POST', '/pay', req, timeouts);
-      const exchange: Exchange = { server: target.label, port: target.port, method: 'POST', path: '/pay', requestBody: bodyText(req.body), ms: 0, error: (conn.reason as Error).message };
+      const exchange: Exchange = { server: target.label, port: target.port, method: 'POST', path: '/pay', requestBody: bodyText(req.body), ms: 0, error: (conn.reason as Error).message, errorCode: conn.reason instanceof ConnectError ? conn.reason.code : 'failed' };
       if (req.key !== undefined) exchange.key = req.key;
       return Promise.resolve(exchange);
     }),

@@ -4,6 +4,7 @@
  *   IDEM_LAB_START_TIMEOUT_MS    how long a server may take to answer GET /health (default 10000)
  *   IDEM_LAB_REQUEST_TIMEOUT_MS  how long one request may take to be answered (default 8000)
  */
+import { t } from '../i18n/index.js';
 export interface Limits {
   startMs: number;
   requestMs: number;
@@ -13,7 +14,7 @@ function fromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a whole number of milliseconds, not "${raw}"`);
+  if (!Number.isInteger(value) || value <= 0) throw new Error(t('cli.config.limit', { name, value: raw }));
   return value;
 }
 

@@ -105,6 +105,8 @@ export class ServerInstance {
   readonly dbPath: string;
   readonly pid: number;
   private tail = '';
+  /** Whether the tail lost its beginning (then output() starts at a whole line). */
+  private cut = false;
   private readonly streams: Array<{ destroy(): void } | null | undefined>;
   /** True when a process had escaped the group (setsid) and had to be found and killed by pid. */
   escaped = false;
@@ -118,7 +120,9 @@ export class ServerInstance {
     this.pid = subprocess.pid ?? -1;
     this.streams = [subprocess.stdout, subprocess.stderr, subprocess.all];
     subprocess.all?.on('data', (chunk: Buffer) => {
-      this.tail = (this.tail + chunk.toString('utf8')).slice(-OUTPUT_TAIL_BYTES);
+      const text = this.tail + chunk.toString('utf8');
+      if (text.length > OUTPUT_TAIL_BYTES) this.cut = true;
+      this.tail = text.slice(-OUTPUT_TAIL_BYTES);
     });
     this.exited = subprocess.then(
       (result) => {
@@ -130,9 +134,9 @@ export class ServerInstance {
     );
   }
 
-  /** The last 4 KiB of what the server printed (stdout and stderr interleaved). */
+  /** The last 4 KiB of what the server printed (stdout and stderr interleaved), from the start of a line. */
   output(): string {
-    return this.tail;
+    return this.cut ? this.tail.slice(this.tail.indexOf('\n') + 1) : this.tail;
   }
 
   /** Whether the process has exited; `exit` says how. */
@@ -299,7 +303,7 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
     const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
     if (health.status === 200) return;
     if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
-    else if (!/refused/.test(health.error ?? '')) lastAnswer = health.error ?? lastAnswer;
+    else if (health.errorCode !== 'refused') lastAnswer = health.error ?? lastAnswer;
     await delay(25);
   }
   throw new ServerStartFailed(

@@ -33,8 +33,10 @@ export interface Exchange {
   replayed?: string;
   /** The response body as text. */
   responseBody?: string;
-  /** Why no answer came: a timeout or a refused connection, in one sentence. */
+  /** Why no answer came: a timeout or a refused connection, in one sentence (in the learner's language). */
   error?: string;
+  /** What kind of failure `error` is, for code to test (the sentence is translated). */
+  errorCode?: 'refused' | 'connect-timeout' | 'timeout' | 'failed';
   /** Wall time of the exchange in ms. */
   ms: number;
 }

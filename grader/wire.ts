@@ -5,6 +5,7 @@
  */
 import http from 'node:http';
 import type { Exchange, LedgerRow } from './types.js';
+import { t } from '../i18n/index.js';
 
 /** Bodies longer than this many characters are shortened in transcripts. */
 export const BODY_PREVIEW_CHARS = 400;
@@ -66,7 +67,7 @@ export function curlCommand(exchange: Exchange, port = exchange.port, maxBody = 
 export function formatExchange(exchange: Exchange, maxBody = Infinity): string[] {
   const lines = [formatRequestLine(exchange)];
   if (exchange.status === undefined) {
-    lines.push(`no answer: ${exchange.error ?? 'unknown error'}`);
+    lines.push(t('wire.noAnswer', { error: exchange.error ?? '?' }));
     return lines;
   }
   lines.push(`HTTP ${exchange.status} ${http.STATUS_CODES[exchange.status] ?? ''}`.trimEnd());

@@ -95,3 +95,20 @@ export function tIn(lang: Lang, key: MessageKey, params: Record<string, string |
     current = saved;
   }
 }
+
+/**
+ * Where JSON.parse stopped, in the current language (`at line 1, column 2`), read from V8's
+ * English message ("... in JSON at position 1 (line 1 column 2)"); V8's own text when it
+ * names no place.
+ */
+export function jsonErrorWhere(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const at = /line (\d+) column (\d+)/.exec(message);
+  if (at) return t('cli.config.jsonAt', { line: at[1], column: at[2] });
+  const position = /position (\d+)/.exec(message);
+  if (position) return t('cli.config.jsonPos', { position: position[1] });
+  if (/Unexpected end of JSON input/.test(message)) return t('cli.config.jsonEnd');
+  const token = /Unexpected token '(.+?)'/.exec(message) ?? /Unexpected non-whitespace character/.exec(message);
+  if (token) return t('cli.config.jsonToken', { token: token[1] ?? '' });
+  return message;
+}

@@ -3,17 +3,20 @@
  * Each prints to stdout and returns the process exit code (0 done, 1 failed, 2 setup).
  */
 import path from 'node:path';
-import { language, t } from '../i18n/index.js';
+import { language, t, type MessageKey } from '../i18n/index.js';
 import { send, DEFAULT_PAYMENT } from '../grader/http.js';
 import { readLedger } from '../grader/ledger.js';
 import { formatStatement, readStatement } from '../grader/statement.js';
 import { SetupError } from '../grader/failure.js';
 import { colourFor, formatProgress } from '../grader/reporters/human.js';
-import { formatExchange, formatLedger } from '../grader/wire.js';
+import { formatExchange, formatLedger, shellQuote } from '../grader/wire.js';
 import { STEPS, selectSteps } from '../steps/index.js';
+import type { Step } from '../steps/types.js';
 import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from './runner.js';
 import { readSheet, sheetSection } from './sheet.js';
-import { layWorkspace, openWorkspace, readState, updateState } from './workspace.js';
+import fs from 'node:fs';
+import { LAB_DIR, PACKAGE_ROOT, findWorkspace } from './paths.js';
+import { backUp, backupFiles, layWorkspace, listBackups, openWorkspace, readState, sha256, updateState } from './workspace.js';
 
 const c = colourFor(process.stdout);
 
@@ -22,9 +25,30 @@ export interface WorkspaceOptions {
   dir?: string;
 }
 
-/** The workspace folder: --dir, else the current directory. */
+/** The workspace folder: --dir, else the nearest workspace from the current directory upward (findWorkspace). */
 export function workspaceDir(options: WorkspaceOptions): string {
-  return path.resolve(options.dir ?? process.cwd());
+  return options.dir !== undefined ? path.resolve(options.dir) : findWorkspace();
+}
+
+/**
+ * The first step that does not pass yet, looking after `after` first and then from the
+ * start; undefined when every step passes.
+ */
+export function nextStepToDo(workspace: string, after?: Step): Step | undefined {
+  const steps = readState(workspace).steps ?? {};
+  const todo = (s: Step) => steps[s.id]?.status !== 'pass';
+  const from = after ? STEPS.indexOf(after) + 1 : 0;
+  return STEPS.slice(from).find(todo) ?? STEPS.slice(0, from).find(todo);
+}
+
+/**
+ * The step a command without a step means: `selector` when given, else the current step
+ * (the first one not passing), else the last step when every step passes.
+ * @throws SetupError for an unknown selector
+ */
+export function stepOrCurrent(selector: string | undefined, workspace: string): Step {
+  if (selector !== undefined) return selectSteps([selector])[0];
+  return nextStepToDo(workspace) ?? STEPS[STEPS.length - 1];
 }
 
 /** The step list with each step's last verdict: `✓ 01 duplicate  Reproduce ...`. */
@@ -67,12 +91,16 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
   const report = layWorkspace(workspace, options.force ?? false, lang);
   updateState(workspace, (s) => {
     s.lang = lang;
+    s.startedAt ??= new Date().toISOString();
   });
   if (report.written.length) console.log(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
   if (report.kept.length) console.log(t(report.kept.length === 1 ? 'cli.kept.one' : 'cli.kept.many', { files: report.kept.join(', ') }));
+  if (report.backup) console.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, report.backup) })));
   const { command } = openWorkspace(workspace);
   const code = printStart(await startLabServer(workspace, command, options.port), workspace);
   if (options.brief) return code;
+  const onPath = await pathAdvice();
+  if (onPath) console.log(`\n${c.yellow(onPath)}`);
   console.log(`\n${t('cli.stepsHeading')}\n${stepList(workspace)}\n`);
   console.log(sheetSection(readSheet(workspace), '01') ?? '');
   console.log(`\n${c.dim(t('cli.startFooter'))}`);
@@ -105,6 +133,19 @@ export async function restartCommand(options: WorkspaceOptions): Promise<number>
   return printStart(await startLabServer(workspace, command), workspace);
 }
 
+/**
+ * An ISO-8601 time as the learner's clock shows it: `2026-12-01 18:58:03 +09:00`, in the
+ * local time zone (TZ, else the system's). Text that is no time is returned as it is.
+ */
+export function localTime(iso: string | undefined): string {
+  const date = new Date(iso ?? '');
+  if (Number.isNaN(date.getTime())) return iso ?? '';
+  const two = (n: number) => String(n).padStart(2, '0');
+  const offset = -date.getTimezoneOffset();
+  const zone = `${offset < 0 ? '-' : '+'}${two(Math.floor(Math.abs(offset) / 60))}:${two(Math.abs(offset) % 60)}`;
+  return `${date.getFullYear()}-${two(date.getMonth() + 1)}-${two(date.getDate())} ${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())} ${zone}`;
+}
+
 /** `idem-lab status`: the server's state and every step's last verdict. */
 export async function statusCommand(options: WorkspaceOptions): Promise<number> {
   const { workspace } = openWorkspace(workspaceDir(options));
@@ -125,7 +166,7 @@ export async function statusCommand(options: WorkspaceOptions): Promise<number> 
   console.log(formatProgress(passed, STEPS.length, c) + '\n');
   for (const step of STEPS) {
     const s = steps[step.id];
-    const when = s?.passedAt ? c.dim(`  ${t('cli.status.lastPassed', { when: s.passedAt })}`) : s ? c.dim(`  ${t('cli.status.lastChecked', { when: s.checkedAt })}`) : '';
+    const when = s?.passedAt ? c.dim(`  ${t('cli.status.lastPassed', { when: localTime(s.passedAt) })}`) : s ? c.dim(`  ${t('cli.status.lastChecked', { when: localTime(s.checkedAt) })}`) : '';
     const mark = !s ? c.dim(t('cli.status.notTried')) : s.status === 'pass' ? c.green(t('cli.status.passed')) : c.red(t('cli.status.failed'));
     console.log(`  ${step.id} ${step.slug.padEnd(9)} ${mark}${when}`);
   }
@@ -177,19 +218,25 @@ export function statementCommand(options: WorkspaceOptions): number {
   return 0;
 }
 
-/** `idem-lab show N`: the step's section of the lab sheet. */
-export function showCommand(selector: string, options: WorkspaceOptions): number {
-  const [step] = selectSteps([selector]);
-  const section = sheetSection(readSheet(workspaceDir(options)), step.id);
+/** `idem-lab show [N]`: the step's section of the lab sheet; without N, the current step's. */
+export function showCommand(selector: string | undefined, options: WorkspaceOptions): number {
+  const workspace = workspaceDir(options);
+  const step = stepOrCurrent(selector, workspace);
+  const section = sheetSection(readSheet(workspace), step.id);
   if (!section) throw new SetupError(t('cli.show.noSection', { id: step.id }));
   console.log(section);
   return 0;
 }
 
-/** `idem-lab hint N`: the step's next hint, one more each time; `--reset` starts over. */
-export function hintCommand(selector: string, options: WorkspaceOptions & { reset?: boolean }): number {
-  const [step] = selectSteps([selector]);
+/**
+ * `idem-lab hint [N]`: the step's next hint, one more each time (without N, the current
+ * step's); `--reset` starts over.
+ * @param options.more the line under the hints while more remain: what gives the next
+ *   one where the hints are shown (default: run `idem-lab hint N` again)
+ */
+export function hintCommand(selector: string | undefined, options: WorkspaceOptions & { reset?: boolean; more?: string }): number {
   const workspace = workspaceDir(options);
+  const step = stepOrCurrent(selector, workspace);
   const state = updateState(workspace, (s) => {
     const shown = options.reset ? 0 : (s.hintsShown?.[step.id] ?? 0);
     s.hintsShown = { ...(s.hintsShown ?? {}), [step.id]: Math.min(shown + 1, step.hints.length) };
@@ -197,6 +244,183 @@ export function hintCommand(selector: string, options: WorkspaceOptions & { rese
   const shown = state.hintsShown?.[step.id] ?? 1;
   const hints = step.hints;
   hints.slice(0, shown).forEach((hint, i) => console.log(t('cli.hint', { n: i + 1, total: hints.length, id: step.id, slug: step.slug, hint })));
-  console.log(c.dim(shown < hints.length ? t('cli.hint.more', { id: step.id }) : t('cli.hint.last', { id: step.id })));
+  console.log(c.dim(shown < hints.length ? (options.more ?? t('cli.hint.more', { id: step.id })) : t('cli.hint.last', { id: step.id })));
   return 0;
+}
+
+/**
+ * `idem-lab reset N`: puts back step N's starting point, after copying what it replaces
+ * into `.idem-lab/backup/<time>/`: server.py as laid for the live steps 02-06, no answer
+ * file for 01, 07 and 08 (the file is moved into the backup).
+ * @returns 0
+ * @throws SetupError for an unknown step or a folder that is no workspace
+ */
+export function resetCommand(selector: string, options: WorkspaceOptions): number {
+  const { workspace } = openWorkspace(workspaceDir(options));
+  const step = selectSteps([selector])[0];
+  const name = step.live ? 'server.py' : step.file?.name;
+  if (!name) throw new SetupError(t('cli.unknownStep', { step: selector, list: STEPS.map((s) => s.id).join(', ') }));
+  const file = path.join(workspace, name);
+  const backup = backUp(workspace, [name]);
+  if (step.live) {
+    fs.copyFileSync(path.join(LAB_DIR, 'server.py'), file);
+    updateState(workspace, (s) => {
+      s.laid = { ...(s.laid ?? {}), 'server.py': sha256(file) };
+    });
+    console.log(t('cli.reset.server', { id: step.id }));
+  } else if (backup) {
+    fs.rmSync(file, { force: true });
+    console.log(t('cli.reset.file', { file: name, id: step.id }));
+  } else {
+    console.log(t('cli.reset.nothing', { file: name }));
+  }
+  if (backup) console.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, backup) })));
+  return 0;
+}
+
+/**
+ * `idem-lab restore [BACKUP]`: copies the files of a backup (default: the newest) back
+ * into the workspace, after backing up the versions it replaces, so a restore can be
+ * undone the same way.
+ * @returns 0, or 2 when there is no backup
+ * @throws SetupError for a folder that is no workspace or a backup that does not exist
+ */
+export function restoreCommand(which: string | undefined, options: WorkspaceOptions): number {
+  const workspace = workspaceDir(options);
+  const backups = listBackups(workspace);
+  if (backups.length === 0) throw new SetupError(t('cli.restore.none'));
+  const chosen = which === undefined ? backups[backups.length - 1] : backups.find((b) => path.basename(b) === path.basename(which));
+  if (!chosen) throw new SetupError(t('cli.restore.unknown', { backup: which ?? '', list: backups.map((b) => path.basename(b)).join(', ') }));
+  const files = backupFiles(chosen);
+  const changed = files.filter((f) => !fs.existsSync(path.join(workspace, f)) || sha256(path.join(workspace, f)) !== sha256(path.join(chosen, f)));
+  const before = backUp(workspace, changed);
+  for (const f of changed) {
+    fs.mkdirSync(path.dirname(path.join(workspace, f)), { recursive: true });
+    fs.copyFileSync(path.join(chosen, f), path.join(workspace, f));
+  }
+  console.log(t('cli.restore.done', { files: files.join(', '), dir: path.relative(workspace, chosen) }));
+  if (before) console.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, before) })));
+  if (changed.includes('server.py')) console.log(c.dim(t('cli.restore.restart')));
+  return 0;
+}
+
+/**
+ * The folder on PATH (`env.PATH`) holding an executable named `name`, or undefined.
+ * Entries inside node_modules/.bin are skipped: npx and npm scripts add those for one run
+ * only, and the learner's own shell will not have them.
+ */
+export function onPath(name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  for (const dir of (env.PATH ?? '').split(path.delimiter)) {
+    if (dir === '' || dir.split(path.sep).includes('node_modules')) continue;
+    try {
+      fs.accessSync(path.join(dir, name), fs.constants.X_OK);
+      return dir;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/**
+ * When `idem-lab` does not resolve on PATH (so the lab sheet's `idem-lab check 05` would
+ * be "command not found"), the exact fix for this machine, in the learner's language;
+ * undefined when it resolves. The fix is `export PATH=...` when npm's global bin folder
+ * already holds idem-lab (linked, but that folder is not on PATH), else `npm link` in this
+ * package's folder, with a user-level npm prefix first when the global one is not writable.
+ */
+export async function pathAdvice(env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+  if (onPath('idem-lab', env)) return undefined;
+  const { execa } = await import('execa');
+  const prefix = await execa('npm', ['prefix', '-g'], { env, reject: false, timeout: 10_000, stdin: 'ignore' });
+  const bin = prefix.exitCode === 0 && String(prefix.stdout).trim() ? path.join(String(prefix.stdout).trim(), 'bin') : undefined;
+  const root = PACKAGE_ROOT;
+  if (bin && fs.existsSync(path.join(bin, 'idem-lab'))) {
+    return t('cli.path.notOnPath', { fix: `export PATH="${bin}:$PATH"`, bin });
+  }
+  let writable = false;
+  try {
+    if (bin) fs.accessSync(fs.existsSync(bin) ? bin : path.dirname(bin), fs.constants.W_OK);
+    writable = bin !== undefined;
+  } catch {
+    writable = false;
+  }
+  const fix = writable
+    ? `cd ${shellQuote(root)} && npm link`
+    : `npm config set prefix ~/.npm-global && export PATH="$HOME/.npm-global/bin:$PATH" && cd ${shellQuote(root)} && npm link`;
+  return t('cli.path.notLinked', { fix });
+}
+
+/** The folder of the reference answers `idem-lab solution` shows; never copied into a workspace. */
+export const ANSWERS_DIR = path.join(LAB_DIR, 'answers');
+
+/**
+ * The reference answer files of a step in `lab/answers/`, absolute paths: for a live step
+ * its handle_pay (`NN-slug.py`), for a step with a file that file (`NN-slug.txt`, or
+ * `NN-slug.<lang>.md` for prose, in the learner's language).
+ */
+export function answerFiles(step: Step, lang = language()): { server?: string; file?: string } {
+  const base = path.join(ANSWERS_DIR, `${step.id}-${step.slug}`);
+  const out: { server?: string; file?: string } = {};
+  if (step.live && fs.existsSync(`${base}.py`)) out.server = `${base}.py`;
+  if (step.file) {
+    const ext = path.extname(step.file.name);
+    const candidates = [`${base}.${lang}${ext}`, `${base}${ext}`, `${base}.en${ext}`];
+    out.file = candidates.find((f) => fs.existsSync(f));
+  }
+  return out;
+}
+
+/**
+ * `idem-lab solution [N]`: a reference answer for a step that passes (its last verdict in
+ * state.json), as rustlings shows its solutions once an exercise is done: what the answer
+ * does, then its handle_pay and its file. Without N, the last step that passed.
+ * @returns 0
+ * @throws SetupError for an unknown step or one that does not pass yet
+ */
+export function solutionCommand(selector: string | undefined, options: WorkspaceOptions): number {
+  const workspace = workspaceDir(options);
+  const steps = readState(workspace).steps ?? {};
+  const passing = STEPS.filter((s) => steps[s.id]?.status === 'pass');
+  const step = selector !== undefined ? selectSteps([selector])[0] : (passing[passing.length - 1] ?? STEPS[0]);
+  if (steps[step.id]?.status !== 'pass') throw new SetupError(t('solution.notPassed', { id: step.id }));
+  const answer = answerFiles(step);
+  console.log(c.bold(t('solution.heading', { id: step.id, slug: step.slug })));
+  console.log(t(`answer.${step.id}` as MessageKey));
+  if (answer.server) console.log(`\n${c.dim(t('solution.server'))}\n\n${fs.readFileSync(answer.server, 'utf8').trimEnd()}`);
+  if (answer.file && step.file) console.log(`\n${c.dim(t('solution.file', { file: step.file.name }))}\n\n${fs.readFileSync(answer.file, 'utf8').trimEnd()}`);
+  return 0;
+}
+
+/** `1 h 12 min` or `42 min` (at least 1 min), in the learner's language. */
+export function formatDuration(ms: number): string {
+  const minutes = Math.max(1, Math.round(ms / 60_000));
+  return minutes >= 60 ? t('summary.hours', { h: Math.floor(minutes / 60), m: minutes % 60 }) : t('summary.minutes', { m: minutes });
+}
+
+/**
+ * The end-of-lab summary, for when every step passes: what each step proved, how long
+ * the lab took (from `startedAt` in state.json, else the workspace's .idem-lab folder, to
+ * the last pass), where the learner's answers are, and how to see the reference answers.
+ */
+export function labSummary(workspace: string): string {
+  const state = readState(workspace);
+  const passes = STEPS.map((s) => state.steps?.[s.id]?.passedAt).filter((x): x is string => x !== undefined).sort();
+  let startedAt = state.startedAt;
+  if (!startedAt) {
+    try {
+      startedAt = fs.statSync(path.join(workspace, '.idem-lab')).birthtime.toISOString();
+    } catch {
+      startedAt = passes[0];
+    }
+  }
+  const last = passes[passes.length - 1] ?? new Date().toISOString();
+  const files = ['server.py', ...STEPS.flatMap((s) => (s.file && fs.existsSync(path.join(workspace, s.file.name)) ? [s.file.name] : []))];
+  const lines = [c.green(c.bold(t('summary.heading', { total: STEPS.length }))), '', t('summary.proved')];
+  for (const step of STEPS) lines.push(`  ${c.green('✓')} ${step.id} ${step.slug.padEnd(9)} ${t(`summary.${step.id}` as MessageKey)}`);
+  lines.push('');
+  if (startedAt) lines.push(t('summary.took', { duration: formatDuration(Date.parse(last) - Date.parse(startedAt)), from: localTime(startedAt), to: localTime(last) }));
+  lines.push(t('summary.answers', { dir: workspace, files: files.join(', ') }));
+  lines.push(c.dim(t('summary.solutions')));
+  return lines.join('\n');
 }

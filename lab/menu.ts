@@ -11,7 +11,7 @@ import { SetupError } from '../grader/failure.js';
 import { colourFor, formatProgress } from '../grader/reporters/human.js';
 import { STEPS } from '../steps/index.js';
 import type { Step } from '../steps/types.js';
-import { hintCommand, restartCommand, showCommand, startCommand, stepList, stopCommand, workspaceDir, type WorkspaceOptions } from './commands.js';
+import { hintCommand, localTime, restartCommand, showCommand, startCommand, stepList, stopCommand, workspaceDir, type WorkspaceOptions } from './commands.js';
 import { ownServer } from './runner.js';
 import { nextStepToDo } from './watch.js';
 import { openWorkspace, readState } from './workspace.js';
@@ -101,10 +101,10 @@ export async function menuCommand(options: WorkspaceOptions): Promise<number> {
       const said = !s
         ? t('menu.state.notTried')
         : s.status === 'pass'
-          ? t('menu.state.passed', { when: s.passedAt ?? '' })
+          ? t('menu.state.passed', { when: localTime(s.passedAt) })
           : s.passedAt
-            ? t('menu.state.failedBefore', { when: s.checkedAt, passed: s.passedAt })
-            : t('menu.state.failed', { when: s.checkedAt });
+            ? t('menu.state.failedBefore', { when: localTime(s.checkedAt), passed: localTime(s.passedAt) })
+            : t('menu.state.failed', { when: localTime(s.checkedAt) });
       return { name: `${mark} ${step.id} ${step.slug.padEnd(9)} ${step.title}`, value: { kind: 'step', step } as Choice, description: said };
     });
     const serverChoices: { name: string; value: Choice }[] = server.running
@@ -156,7 +156,7 @@ export async function menuCommand(options: WorkspaceOptions): Promise<number> {
       throw err;
     }
     if (action === 'read') await attempt(() => showCommand(step.id, dir));
-    if (action === 'hint') await attempt(() => hintCommand(step.id, dir));
+    if (action === 'hint') await attempt(() => hintCommand(step.id, { ...dir, more: t('menu.hint.more', { hint: t('menu.hint') }) }));
     if (action === 'check') await attempt(async () => (await import('../grader/check-command.js')).checkCommand([step.id], dir));
     if (action !== 'back') await pause(back);
   }

@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import fs from 'node:fs';
 import path from 'node:path';
 
 /**
@@ -13,3 +14,34 @@ export const PACKAGE_ROOT = (() => {
 
 /** The folder of files copied into a learner's workspace. */
 export const LAB_DIR = path.join(PACKAGE_ROOT, 'lab');
+
+/**
+ * The workspace a command works in when no --dir is given: the nearest folder, from
+ * `from` upward (as git finds its repository), holding `.idem-lab/` (what `idem-lab
+ * start` made) or a `server.py`; `from` itself when there is none, so `start` lays a
+ * new workspace where it is run.
+ * @param from an absolute or relative folder (default: the current directory)
+ */
+export function findWorkspace(from: string = process.cwd()): string {
+  const start = path.resolve(from);
+  for (let dir = start; ; dir = path.dirname(dir)) {
+    if (isDir(path.join(dir, '.idem-lab')) || isFile(path.join(dir, 'server.py'))) return dir;
+    if (path.dirname(dir) === dir) return start;
+  }
+}
+
+function isDir(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function isFile(p: string): boolean {
+  try {
+    return fs.statSync(p).isFile();
+  } catch {
+    return false;
+  }
+}

@@ -12,13 +12,24 @@ from http import HTTPStatus
 args = sys.argv[1:]
 key = args[0] if args else None
 body = args[1] if len(args) > 1 else '{"user":"u1","amount":1000}'
-port = os.environ.get("PORT")
-if not port:
-    try:
-        with open(".idem-lab/state.json") as f:
-            port = str(json.load(f)["port"])
-    except (OSError, ValueError, KeyError):
-        port = "8000"
+try:
+    with open(".idem-lab/state.json") as f:
+        state = json.load(f)
+except (OSError, ValueError):
+    state = {}
+port = os.environ.get("PORT") or str(state.get("port") or "8000")
+# The workspace's language, as idem-lab start chose it.
+NO_ANSWER = {
+    "en": "no answer: %s (is the server running on port %s? idem-lab status)",
+    "ko": "응답 없음: %s (포트 %s에서 서버가 실행 중인가요? idem-lab status)",
+    "zh": "没有响应：%s（端口 %s 上的服务器在运行吗？idem-lab status）",
+}
+WHY = {
+    "en": {"refused": "connection refused", "timeout": "no answer within 10 s", "other": "the connection failed (%s)"},
+    "ko": {"refused": "연결이 거부되었습니다", "timeout": "10초 안에 응답이 오지 않았습니다", "other": "연결이 끊겼습니다 (%s)"},
+    "zh": {"refused": "连接被拒绝", "timeout": "10 秒内没有响应", "other": "连接中断（%s）"},
+}
+lang = state.get("lang") if state.get("lang") in NO_ANSWER else "en"
 headers = {"Content-Type": "application/json"}
 if key is not None:
     headers["Idempotency-Key"] = key
@@ -29,7 +40,13 @@ try:
     conn.request("POST", "/pay", body=body.encode("utf-8"), headers=headers)
     res = conn.getresponse()
 except OSError as exc:
-    print("no answer: %s (is the server running on port %s? idem-lab status)" % (exc, port))
+    if isinstance(exc, ConnectionRefusedError):
+        why = WHY[lang]["refused"]
+    elif isinstance(exc, TimeoutError):
+        why = WHY[lang]["timeout"]
+    else:
+        why = WHY[lang]["other"] % (exc.__class__.__name__,)
+    print(NO_ANSWER[lang] % (why, port))
     sys.exit(1)
 try:
     phrase = HTTPStatus(res.status).phrase

@@ -13,6 +13,7 @@ import { contractEnv, freePort, killGroup, type ServerCommand } from '../grader/
 import { lockState, readState, updateState, writeState, type WorkspaceState } from './workspace.js';
 import { isSameProcess, processCwd, processIdentity } from './procs.js';
 import { rethrowFileProblem } from './safe-fs.js';
+import { t } from '../i18n/index.js';
 
 /** The port the lab sheet uses when none is chosen. */
 export const DEFAULT_PORT = 8000;
@@ -99,7 +100,7 @@ export async function isHealthy(port: number): Promise<boolean> {
 
 async function portTaken(port: number): Promise<boolean> {
   const probe = await send({ label: 'lab', port }, 'GET', '/health', undefined, { connectMs: 300, answerMs: 300 });
-  return probe.error === undefined || !/refused/.test(probe.error);
+  return probe.error === undefined || probe.errorCode !== 'refused';
 }
 
 /** The last `lines` lines of s.log. */
@@ -159,7 +160,7 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
       let chosen = port ?? state.port ?? DEFAULT_PORT;
       let movedFrom: number | undefined;
       if (await portTaken(chosen)) {
-        if (port !== undefined) return { kind: 'failed', reason: `port ${port} is already in use by another program`, log: '' };
+        if (port !== undefined) return { kind: 'failed', reason: t('cli.reason.portInUse', { port }), log: '' };
         movedFrom = chosen;
         chosen = await freePort();
       }
@@ -217,7 +218,7 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
   const exited = launched.exited() || !isSameProcess(pid, startTime);
   if (isSameProcess(pid, startTime)) killGroup(pid, 'SIGKILL');
   forgetIfStill(workspace, pid, startTime);
-  const reason = exited ? 'the server exited during start-up' : `the server did not answer GET /health on port ${chosen} within ${READY_TIMEOUT_MS / 1000} s`;
+  const reason = exited ? t('cli.reason.exited') : t('cli.reason.noHealth', { port: chosen, seconds: READY_TIMEOUT_MS / 1000 });
   return { kind: 'failed', reason, log: logTail(workspace) };
 }
 

@@ -14,9 +14,8 @@ import { runExitTasks } from '../grader/cleanup.js';
 import { colourFor, formatProgress, formatResult } from '../grader/reporters/human.js';
 import { passedCount, prepareCheck, saveVerdicts } from '../grader/check-command.js';
 import { STEPS, selectSteps } from '../steps/index.js';
-import type { Step } from '../steps/types.js';
 import { Coalescer } from './coalesce.js';
-import { hintCommand, restartCommand, type WorkspaceOptions } from './commands.js';
+import { hintCommand, labSummary, nextStepToDo, restartCommand, type WorkspaceOptions } from './commands.js';
 import { DEFAULT_PORT, ownServer } from './runner.js';
 import { readState } from './workspace.js';
 
@@ -26,16 +25,7 @@ export interface WatchOptions extends WorkspaceOptions {
   debounceMs?: number;
 }
 
-/**
- * The first step that does not pass yet, looking after `after` first and then from the
- * start; undefined when every step passes.
- */
-export function nextStepToDo(workspace: string, after?: Step): Step | undefined {
-  const steps = readState(workspace).steps ?? {};
-  const todo = (s: Step) => steps[s.id]?.status !== 'pass';
-  const from = after ? STEPS.indexOf(after) + 1 : 0;
-  return STEPS.slice(from).find(todo) ?? STEPS.slice(0, from).find(todo);
-}
+export { nextStepToDo } from './commands.js';
 
 /** Files whose changes say nothing about the lab: the database, logs, editor leftovers. */
 const NOISE = /(?:^|\/)(?:\.[^/]+|[^/]*\.(?:db|db-journal|db-wal|db-shm|log|swp|swx|tmp)|[^/]*~|__pycache__|node_modules)$/;
@@ -51,6 +41,10 @@ const NOISE = /(?:^|\/)(?:\.[^/]+|[^/]*\.(?:db|db-journal|db-wal|db-shm|log|swp|
 export async function watchCommand(selector: string | undefined, options: WatchOptions): Promise<number> {
   const { workspace, command } = await prepareCheck([], options);
   let current = selector ? selectSteps([selector])[0] : nextStepToDo(workspace);
+  // A step named that passes already is being refactored: watch stays on it.
+  const stayOn = selector && current && readState(workspace).steps?.[current.id]?.status === 'pass' ? current : undefined;
+  // Set when a restart after a save failed (watch stopped the server): the next save starts it again.
+  let serverDown = false;
   const c = colourFor(process.stdout);
   if (!current) {
     console.log(c.green(t('watch.allPass', { total: STEPS.length })));
@@ -77,7 +71,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     const saved = reasons.filter((r) => r !== 'start' && r !== 'key');
     if (saved.length) console.log(c.dim(t('watch.saved', { files: saved.join(', ') })));
     if (saved.includes(serverFile)) {
-      if (ownServer(workspace)) await restartCommand({ dir: workspace });
+      if (ownServer(workspace) || serverDown) serverDown = (await restartCommand({ dir: workspace })) !== 0;
       else console.log(c.dim(t('watch.serverNotRunning')));
     }
     console.log(t('watch.checking', { id: step.id, slug: step.slug }));
@@ -86,10 +80,13 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     saveVerdicts(workspace, [result]);
     console.log(formatResult(result, c, { replayPort: readState(workspace).port ?? DEFAULT_PORT }));
     console.log(formatProgress(passedCount(workspace), STEPS.length, c));
-    if (result.status === 'pass') {
+    if (result.status === 'pass' && step === stayOn) {
+      console.log(c.dim(t('watch.stayOn', { id: step.id })));
+    } else if (result.status === 'pass') {
       const next = nextStepToDo(workspace, step);
       if (!next) {
         console.log(c.green(`\n${t('watch.done', { total: STEPS.length })}`));
+        console.log(`\n${labSummary(workspace)}`);
         finish(0);
         return;
       }
@@ -121,7 +118,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   const onKey = (text: string | undefined, key: { name?: string; ctrl?: boolean } | undefined) => {
     if ((key?.ctrl && key.name === 'c') || text === 'q') stop();
     else if (text === 'c' || key?.name === 'return') runs.trigger('key');
-    else if (text === 'h' && current) hintCommand(current.id, { dir: workspace });
+    else if (text === 'h' && current) hintCommand(current.id, { dir: workspace, more: t('watch.hint.more') });
   };
   if (keys) {
     readline.emitKeypressEvents(process.stdin);

@@ -7,7 +7,7 @@ import type { Status } from '../grader/types.js';
 import { LAB_DIR } from './paths.js';
 import { isSameProcess, processIdentity } from './procs.js';
 import { copyFileAtomic, makeDir, rethrowFileProblem, writeFileAtomic } from './safe-fs.js';
-import { t, type Lang } from '../i18n/index.js';
+import { jsonErrorWhere, t, type Lang } from '../i18n/index.js';
 
 /**
  * Files `idem-lab start` copies into a workspace: [name in lab/, name in the workspace,
@@ -49,11 +49,14 @@ export interface WorkspaceState {
   /** sha256 of each file as `start` laid it, to tell a learner's change from the original. */
   laid?: Record<string, string>;
   steps?: Record<string, StepState>;
+  /** ISO-8601 time of the first `idem-lab start` here: where the lab's duration is counted from. */
+  startedAt?: string;
   /** How many hints of each step were shown, by step id. */
   hintsShown?: Record<string, number>;
 }
 
-function sha256(file: string): string {
+/** The sha256 of a file's bytes, as hex. */
+export function sha256(file: string): string {
   return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 }
 
@@ -266,12 +269,69 @@ export interface LayReport {
   written: string[];
   /** Files the learner changed, left alone (without --force). */
   kept: string[];
+  /** With --force: the folder (absolute) holding a copy of every file replaced, when any was. */
+  backup?: string;
+}
+
+/** Where backups go inside a workspace: one folder per backup, named by its time. */
+export const BACKUP_DIR = path.join(STATE_DIR, 'backup');
+
+/**
+ * A new backup folder `.idem-lab/backup/<UTC time>` (e.g. 2026-12-01T09-58-03.120Z), made
+ * unique when two backups fall in the same millisecond.
+ * @returns its absolute path
+ */
+export function newBackupDir(workspace: string): string {
+  const stamp = new Date().toISOString().replace(/:/g, '-');
+  let dir = path.join(workspace, BACKUP_DIR, stamp);
+  for (let n = 2; fs.existsSync(dir); n++) dir = path.join(workspace, BACKUP_DIR, `${stamp}-${n}`);
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+/**
+ * Copies workspace files (names relative to the workspace) into one new backup folder,
+ * skipping those that do not exist. Nothing is made when none exists.
+ * @returns the backup folder, or undefined when there was nothing to copy
+ */
+export function backUp(workspace: string, names: string[]): string | undefined {
+  const present = names.filter((name) => fs.existsSync(path.join(workspace, name)));
+  if (present.length === 0) return undefined;
+  const dir = newBackupDir(workspace);
+  for (const name of present) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.copyFileSync(path.join(workspace, name), path.join(dir, name));
+  }
+  return dir;
+}
+
+/** The backup folders of a workspace, oldest first (absolute paths); [] when there are none. */
+export function listBackups(workspace: string): string[] {
+  const root = path.join(workspace, BACKUP_DIR);
+  try {
+    return fs
+      .readdirSync(root, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name)
+      .sort()
+      .map((name) => path.join(root, name));
+  } catch {
+    return [];
+  }
+}
+
+/** The files in a backup folder, relative to it, sorted. */
+export function backupFiles(backup: string): string[] {
+  return (fs.readdirSync(backup, { recursive: true, withFileTypes: true }) as fs.Dirent[])
+    .filter((e) => e.isFile())
+    .map((e) => path.relative(backup, path.join(e.parentPath ?? e.path, e.name)))
+    .sort();
 }
 
 /**
  * Copies the lab's files into `dir` (created if missing). A file the learner changed
- * since it was laid, or that was there before, is kept unless `force`; one still as laid
- * is refreshed. LAB.md is the sheet in `lang`, so a sheet still as laid follows a change of language.
+ * since it was laid, or that was there before, is kept unless `force`, and then copied
+ * into a backup folder first (report.backup); one still as laid is refreshed. LAB.md is the sheet in `lang`, so a sheet still as laid follows a change of language.
  * @throws SetupError when `dir` exists and is not a folder
  */
 export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en'): LayReport {
@@ -302,9 +362,14 @@ function layUnderLock(dir: string, force: boolean, lang: Lang): LayReport {
       laid[target] = sha256(dest); // already as shipped: nothing to lay
       continue;
     }
-    if (fs.existsSync(dest) && !force && sha256(dest) !== laid[target]) {
-      report.kept.push(target);
-      continue;
+    if (fs.existsSync(dest) && sha256(dest) !== laid[target]) {
+      if (!force) {
+        report.kept.push(target);
+        continue;
+      }
+      // --force replaces the learner's work: a copy first, so nothing is lost.
+      report.backup ??= newBackupDir(dir);
+      fs.copyFileSync(dest, path.join(report.backup, target));
     }
     copyFileAtomic(source_, dest, executable ? 0o755 : 0o644);
     laid[target] = sha256(dest);
@@ -340,11 +405,11 @@ function configuredCommand(workspace: string): ServerCommand | undefined {
   try {
     config = JSON.parse(fs.readFileSync(file, 'utf8')) as { server?: unknown };
   } catch (err) {
-    throw new SetupError(`idem-lab.json is not valid JSON: ${(err as Error).message}`);
+    throw new SetupError(t('cli.config.json', { file: 'idem-lab.json', error: jsonErrorWhere(err) }));
   }
   if (config.server === undefined) return undefined;
   if (!Array.isArray(config.server) || config.server.length === 0 || !config.server.every((s) => typeof s === 'string')) {
-    throw new SetupError('idem-lab.json: "server" must be a command as a list of strings, e.g. ["python3", "server.py"]');
+    throw new SetupError(t('cli.config.server', { file: 'idem-lab.json' }));
   }
   const [file0, ...args] = config.server as string[];
   return { file: file0, args };

@@ -113,7 +113,7 @@ test('--lang ko prints Korean: start lays the Korean sheet and the workspace kee
     assert.match(hint.stdout, /^03 nokey 힌트 1\/3: handle_pay 맨 앞/);
     const unknown = await runCli(['show', '42', '--lang=ko'], { cwd: tmp.dir });
     assert.equal(unknown.exitCode, 2);
-    assert.match(unknown.stderr, /"42"라는 단계는 없습니다/);
+    assert.match(unknown.stderr, /"42" 단계는 없습니다/);
   } finally {
     tmp.remove();
   }
@@ -128,7 +128,7 @@ test('--lang ko prints Korean: start lays the Korean sheet and the workspace kee
     assert.match(check.stdout, /보낸 요청과 받은 응답:/);
     assert.match(check.stdout, /\$ curl -sS -i -X POST http:\/\/127\.0\.0\.1:8000\/pay /);
     assert.match(check.stdout, /막혔나요\? idem-lab hint 02/);
-    assert.match(check.stdout, /1단계 중 0단계 통과\. 남은 단계: 02\./);
+    assert.match(check.stdout, /1개 단계 중 0개 통과\. 남은 단계: 02\./);
   } finally {
     ws.remove();
   }
@@ -141,7 +141,7 @@ test('LANG=zh_CN.UTF-8 prints Chinese; a workspace started in Korean stays Korea
     assert.equal(zh.exitCode, 1);
     assert.match(zh.stdout, /^✗ 03 nokey {2}拒绝没有键的请求/m);
     assert.match(zh.stdout, /没有 Idempotency-Key 请求头的请求必须被 400 拒绝。/);
-    assert.match(zh.stdout, /进度：8 步中通过 0 步。/);
+    assert.match(zh.stdout, /进度：共 8 步，通过 0 步。/);
     const status = await runCli(['status', '--dir', ws.dir], { env: { LC_ALL: 'zh_CN.UTF-8', LANG: 'en_US.UTF-8' } });
     assert.match(status.stdout, /服务器：未运行/);
     assert.match(status.stdout, /03 nokey +✗ 未通过 {2}上次检查 /);

@@ -71,7 +71,7 @@ test('the menu in a terminal: steps with their state, read, check, hint, start a
     term.keys('Down', 'Enter');
     await term.waitFor(atStep('02'));
     term.keys('Down', 'Down', 'Enter');
-    await term.waitFor(shownThenPause('Hint 1 of 3 for 02 replay: '));
+    await term.waitFor(shownThenPause('Hint 1 of 3 for 02 replay: [^\\n]*\\nChoose "Show a hint" again for the next one\\.'));
     term.keys('Enter');
 
     // Start the server, then stop it.
@@ -125,7 +125,7 @@ test('the menu speaks the chosen language: --lang zh gives a Chinese menu, LANG=
   try {
     let screen = await zh.waitFor(/\? 选择一个步骤或操作/);
     assert.match(screen, /服务器：未运行/);
-    assert.match(screen, /进度：8 步中通过 0 步。/);
+    assert.match(screen, /进度：共 8 步，通过 0 步。/);
     assert.match(screen, /❯ · 01 duplicate 复现重复扣款/);
     assert.match(screen, /启动支付服务器/);
     assert.match(screen, /↑↓ 移动 • ⏎ 选择/);

@@ -154,3 +154,57 @@ test('watch restarts the learner\'s running server when server.py is saved, and 
     ws.remove();
   }
 });
+
+test('watch after a save that broke server.py: the restart fails, and the next save starts the server watch stopped; h says h gives the next hint', { skip: !tmuxAvailable() && 'tmux is not installed' }, async () => {
+  const ws = fixtureWorkspace('starter', {});
+  const { freePort } = await import('../grader/server.js');
+  const { runCli, stopRecorded } = await import('./support.js');
+  let term: Terminal | undefined;
+  try {
+    assert.equal((await runCli(['start', '--port', String(await freePort())], { cwd: ws.dir })).exitCode, 0);
+    term = new Terminal(['node', CLI, 'watch', '02'], { cwd: ws.dir, env: { NO_COLOR: '1' } });
+    await term.waitFor(/Watching server\.py for step 02 replay/);
+    term.type('h');
+    await term.waitFor(/Hint 1 of 3 for 02 replay: .*\nPress h for the next one\./);
+
+    fs.writeFileSync(path.join(ws.dir, 'server.py'), serverSource('reference') + '\nthis is not python (\n');
+    let screen = await term.waitFor(/The payment server did not start: [\s\S]*Watching server\.py for step 02 replay/, 40_000);
+    assert.match(screen, /✗ 02 replay/);
+    assert.equal(readState(ws.dir).pid, undefined, 'the broken server is not recorded');
+
+    fs.writeFileSync(path.join(ws.dir, 'server.py'), serverSource('reference'));
+    screen = await term.waitFor(/Next: 03 nokey/, 40_000);
+    assert.match(screen, /Started the payment server \(pid \d+\)/, 'the next save started it again');
+    const { pid } = readState(ws.dir);
+    assert.ok(pid && serversUnder(ws.dir).includes(pid));
+    term.type('q');
+    await term.waitFor(/\[exited 0\]/);
+    assert.deepEqual(serversUnder(ws.dir), [pid]);
+  } finally {
+    term?.kill();
+    stopRecorded(ws.dir);
+    ws.remove();
+  }
+});
+
+test('watch N on a step that already passes keeps watching it while the learner refactors', { skip: !tmuxAvailable() && 'tmux is not installed' }, async () => {
+  const ws = fixtureWorkspace('reference');
+  const { updateState } = await import('../lab/workspace.js');
+  updateState(ws.dir, (s) => {
+    s.steps = { '02': { status: 'pass', checkedAt: new Date().toISOString(), passedAt: new Date().toISOString() } };
+  });
+  const term = new Terminal(['node', CLI, 'watch', '02'], { cwd: ws.dir, env: { NO_COLOR: '1' } });
+  try {
+    let screen = await term.waitFor(/Step 02 still passes; watch stays on it while you refactor[\s\S]*Watching server\.py for step 02 replay/, 30_000);
+    assert.doesNotMatch(screen, /Next: /);
+    fs.appendFileSync(path.join(ws.dir, 'server.py'), '\n# refactored\n');
+    screen = await term.waitFor(/Saved: server\.py[\s\S]*✓ 02 replay[\s\S]*Step 02 still passes[\s\S]*Watching server\.py for step 02 replay/, 30_000);
+    assert.doesNotMatch(screen, /Next: /);
+    term.type('q');
+    await term.waitFor(/\[exited 0\]/);
+    assert.deepEqual(serversUnder(ws.dir), []);
+  } finally {
+    term.kill();
+    ws.remove();
+  }
+});

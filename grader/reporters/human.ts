@@ -1,7 +1,7 @@
 import { Chalk, type ChalkInstance } from 'chalk';
 import { BODY_PREVIEW_CHARS, curlCommand, formatExchange, formatLedger } from '../wire.js';
-import { t } from '../../i18n/index.js';
-import type { StepResult } from '../types.js';
+import { language, t } from '../../i18n/index.js';
+import type { Exchange, StepResult } from '../types.js';
 import { formatPoints, type GradeReport } from '../grading.js';
 
 /**
@@ -19,6 +19,124 @@ const MARK = { pass: '✓', fail: '✗', error: '!' } as const;
 /** Indents every line, also the lines inside a multi-line string (a message quoting a server's output). */
 function indent(lines: string[], by = '    '): string[] {
   return lines.flatMap((line) => line.split('\n')).map((line) => (line === '' ? line : by + line));
+}
+
+/** How many lines of a server's output a verdict shows (after repeats are collapsed). */
+const SERVER_OUTPUT_LINES = 30;
+
+/**
+ * Exchanges with the repeats folded: within a run of consecutive exchanges sending the same
+ * request (server, method, path, key, body), the ones that also came back the same
+ * (status, Idempotency-Replayed, body, error) are shown once, at the first, with how many
+ * there were. Ten simultaneous requests answered nine times alike read as one line and `×9`.
+ * @returns the exchanges to show, in order, each with its count (1 when unrepeated)
+ */
+export function groupExchanges(exchanges: readonly Exchange[]): { exchange: Exchange; count: number }[] {
+  const request = (e: Exchange) => JSON.stringify([e.server, e.method, e.path, e.key ?? null, e.requestBody]);
+  const answer = (e: Exchange) => JSON.stringify([e.status ?? null, e.replayed ?? null, e.responseBody ?? null, e.error ?? null]);
+  const out: { exchange: Exchange; count: number }[] = [];
+  let block: { request: string; groups: Map<string, { exchange: Exchange; count: number }> } | undefined;
+  for (const exchange of exchanges) {
+    if (!block || block.request !== request(exchange)) block = { request: request(exchange), groups: new Map() };
+    const group = block.groups.get(answer(exchange));
+    if (group) {
+      group.count++;
+      continue;
+    }
+    const fresh = { exchange, count: 1 };
+    block.groups.set(answer(exchange), fresh);
+    out.push(fresh);
+  }
+  return out;
+}
+
+/** The lines Python puts between the tracebacks of one chained exception. */
+const CHAIN_LINES = ['During handling of the above exception, another exception occurred:', 'The above exception was the direct cause of the following exception:'];
+
+/** The end (exclusive) of the Python traceback, chained ones included, that starts at `lines[start]`. */
+function tracebackEnd(lines: readonly string[], start: number): number {
+  let end = start + 1;
+  while (end < lines.length && /^\s/.test(lines[end])) end++;
+  end = Math.min(end + 1, lines.length); // the exception line
+  if (lines[end] === '' && CHAIN_LINES.includes(lines[end + 1] ?? '') && lines[end + 2] === '' && lines[end + 3] === 'Traceback (most recent call last):') {
+    return tracebackEnd(lines, end + 3);
+  }
+  return end;
+}
+
+/** A line that starts a record of a server's output: a traceback not chained to one before, or a log line. */
+function startsRecord(lines: readonly string[], i: number): boolean {
+  if (lines[i] === 'Traceback (most recent call last):') return !CHAIN_LINES.includes(lines[i - 2] ?? '');
+  return /^\S+ - - \[/.test(lines[i]) || /^\[server [A-Z]+, port \d+\]$/.test(lines[i]);
+}
+
+/**
+ * A server's output as lines, each Python traceback shown once: a traceback (from
+ * `Traceback (most recent call last):` to its exception line, with the tracebacks chained
+ * to it) that repeats one shown before is left out and counted under the first (`×9, the
+ * same`), and so is a log line that repeats one shown before but for its [time stamp].
+ * Lines keep the order of their first showing. The end of a traceback whose beginning was
+ * cut off (output is kept as a tail) counts as that traceback when it is shown whole later.
+ */
+export function collapseServerOutput(text: string): string[] {
+  const lines = text.trimEnd().split('\n');
+  const out: string[] = [];
+  const seen = new Map<string, { at: number; count: number }>();
+  const counts: { at: number; count: number }[] = [];
+  const blocks: { text: string; entry: { at: number; count: number } }[] = [];
+  const fragments: { lines: string[]; at: number }[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    // Lines before the first record of a server's output: a traceback cut at its start.
+    if ((i === 0 || /^\[server [A-Z]+, port \d+\]$/.test(lines[i - 1])) && !startsRecord(lines, i)) {
+      let end = i;
+      while (end < lines.length && !startsRecord(lines, end)) end++;
+      fragments.push({ lines: lines.slice(i, end), at: out.length });
+      out.push(...lines.slice(i, end));
+      i = end - 1;
+      continue;
+    }
+    if (lines[i] === 'Traceback (most recent call last):') {
+      const end = tracebackEnd(lines, i);
+      const block = lines.slice(i, end);
+      const key = `traceback:${block.join('\n')}`;
+      const known = seen.get(key);
+      if (known) known.count++;
+      else {
+        out.push(...block);
+        const entry = { at: out.length - 1, count: 1 };
+        seen.set(key, entry);
+        counts.push(entry);
+        blocks.push({ text: block.join('\n'), entry });
+      }
+      i = end - 1;
+      continue;
+    }
+    const key = `line:${lines[i].replace(/\[[^\]]*\]/g, '[]')}`;
+    const known = lines[i].trim() === '' ? undefined : seen.get(key);
+    if (known) {
+      known.count++;
+      continue;
+    }
+    out.push(lines[i]);
+    const entry = { at: out.length - 1, count: 1 };
+    counts.push(entry);
+    seen.set(key, entry);
+  }
+  // A cut traceback shown whole later is left out and counted there (from the last, so indices hold).
+  const removed: { at: number; length: number }[] = [];
+  for (const fragment of fragments) {
+    const whole = blocks.find((b) => b.text.endsWith(fragment.lines.join('\n')) && b.entry.at > fragment.at);
+    if (!whole || fragment.lines.length === 0) continue;
+    whole.entry.count++;
+    removed.push({ at: fragment.at, length: fragment.lines.length });
+  }
+  const marks: { at: number; line: string }[] = counts.filter((e) => e.count > 1).map((e) => ({ at: e.at + 1, line: `  ${t('report.same', { n: e.count - 1 })}` }));
+  const edits = [...marks.map((m) => ({ at: m.at, insert: m.line, remove: 0 })), ...removed.map((r) => ({ at: r.at, insert: undefined, remove: r.length }))];
+  for (const edit of edits.sort((a, b) => b.at - a.at || b.remove - a.remove)) {
+    if (edit.insert !== undefined) out.splice(edit.at, 0, edit.insert);
+    else out.splice(edit.at, edit.remove);
+  }
+  return out;
 }
 
 /** How `formatResult` shows a failure's exchanges. */
@@ -41,17 +159,18 @@ export interface ResultOptions {
 export function formatResult(result: StepResult, c: ChalkInstance, options: ResultOptions = {}): string {
   const points = options.points;
   const colour = result.status === 'pass' ? c.green : result.status === 'fail' ? c.red : c.yellow;
-  const worth = points === undefined ? '' : `  ${formatPoints(result.status === 'pass' ? points : 0)}/${formatPoints(points)} pt`;
+  const worth = points === undefined ? '' : `  ${t('report.points', { score: formatPoints(result.status === 'pass' ? points : 0), points: formatPoints(points) })}`;
   const lines = [`${colour(MARK[result.status])} ${c.bold(`${result.id} ${result.slug}`)}  ${result.title}${worth}  ${c.dim(`(${result.ms} ms)`)}`];
   lines.push(...indent([result.message]));
   if (result.why) lines.push(...indent([c.dim(t('report.why', { why: result.why }))]));
   lines.push(...indent(result.details.map((d) => `· ${d}`)));
   if (result.status !== 'pass' && result.exchanges.length > 0) {
     lines.push(...indent([c.bold(t('report.exchanges'))]));
-    for (const exchange of result.exchanges) {
+    for (const { exchange, count } of groupExchanges(result.exchanges)) {
       const [request, ...answer] = formatExchange(exchange, BODY_PREVIEW_CHARS);
       const curl = c.dim(`$ ${curlCommand(exchange, options.replayPort ?? exchange.port, BODY_PREVIEW_CHARS)}`);
-      lines.push(...indent([`${c.cyan(`[${exchange.server}]`)} ${request}`, ...indent([curl, ...answer], '    ')], '      '));
+      const same = count > 1 ? [c.dim(t('report.same', { n: count - 1 }))] : [];
+      lines.push(...indent([`${c.cyan(`[${exchange.server}]`)} ${request}`, ...indent([curl, ...answer, ...same], '    ')], '      '));
     }
     const replay = options.replayPort !== undefined ? t('report.replay.port', { port: options.replayPort }) : t('report.replay.same');
     lines.push(...indent([c.dim(replay)], '      '));
@@ -62,7 +181,7 @@ export function formatResult(result: StepResult, c: ChalkInstance, options: Resu
   }
   if (result.serverOutput) {
     lines.push(...indent([c.bold(t('report.serverOutput'))]));
-    lines.push(...indent(result.serverOutput.trimEnd().split('\n').slice(-15), '      '));
+    lines.push(...indent(collapseServerOutput(result.serverOutput).slice(-SERVER_OUTPUT_LINES), '      '));
   }
   for (const warning of result.warnings) lines.push(...indent([c.yellow(t('report.note', { warning }))]));
   if (result.status === 'fail' && result.failedPart === 'live' && result.seed !== undefined) {
@@ -70,6 +189,11 @@ export function formatResult(result: StepResult, c: ChalkInstance, options: Resu
   }
   if (result.status === 'fail') lines.push(...indent([c.dim(t('report.stuck', { id: result.id }))]));
   return lines.join('\n');
+}
+
+/** What goes between two sentences: a space, but nothing after Chinese full-width punctuation. */
+export function sentenceGap(): string {
+  return language() === 'zh' ? '' : ' ';
 }
 
 /** Width of the progress bar, in characters (one per step when there are up to 20). */
@@ -87,7 +211,7 @@ export function progressBar(done: number, total: number): string {
 
 /** `Progress: 3 of 8 steps pass. ■■■□□□□□`: the learner's whole progress, not one run's. */
 export function formatProgress(done: number, total: number, c: ChalkInstance): string {
-  return `${t('report.progress', { passed: done, total })} ${c.green(progressBar(done, total).replace(/□+$/, ''))}${c.dim(progressBar(done, total).replace(/^■+/, ''))}`;
+  return `${t('report.progress', { passed: done, total })}${sentenceGap()}${c.green(progressBar(done, total).replace(/□+$/, ''))}${c.dim(progressBar(done, total).replace(/^■+/, ''))}`;
 }
 
 /**
@@ -98,8 +222,8 @@ export function formatSummary(results: StepResult[], c: ChalkInstance, report?: 
   const passed = results.filter((r) => r.status === 'pass').length;
   const failing = results.filter((r) => r.status !== 'pass').map((r) => r.id);
   const line = t(results.length === 1 ? 'report.summary.one' : 'report.summary.many', { passed, total: results.length });
-  let summary = failing.length === 0 ? c.green(line) : `${c.red(line)} ${t('report.todo', { ids: failing.join(', ') })}`;
-  if (report) summary += ` ${t('report.score', { score: formatPoints(report.score), max: formatPoints(report.maxScore) })}`;
+  let summary = failing.length === 0 ? c.green(line) : `${c.red(line)}${sentenceGap()}${t('report.todo', { ids: failing.join(', ') })}`;
+  if (report) summary += `${sentenceGap()}${t('report.score', { score: formatPoints(report.score), max: formatPoints(report.maxScore) })}`;
   if (report?.status === 'error' && report.message) summary += `\n${c.yellow(report.message)}`;
   return summary;
 }
