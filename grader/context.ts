@@ -159,10 +159,10 @@ export class LiveContext {
     await Promise.all(this.servers.map((s) => s.stop()));
   }
 
-  /** The last output of every instance, labelled, for a failure report. */
-  serverOutput(): string {
+  /** The last output of every instance (or of those labelled `labels`), labelled, for a failure report. */
+  serverOutput(labels?: string[]): string {
     return this.servers
-      .filter((s) => s.output().trim() !== '')
+      .filter((s) => s.output().trim() !== '' && (labels === undefined || labels.length === 0 || labels.includes(s.label)))
       .map((s) => `[server ${s.label}, port ${s.port}]\n${s.output().trimEnd()}`)
       .join('\n');
   }

@@ -127,7 +127,8 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
       const rows = ledgerInvolved(ctx, result.exchanges);
       if (rows) result.ledger = rows;
     }
-    const output = err.evidence.serverOutput ?? ctx?.serverOutput();
+    // The output of the servers the shown exchanges went to: a step with several servers shows the one at fault.
+    const output = err.evidence.serverOutput ?? ctx?.serverOutput([...new Set(result.exchanges.map((e) => e.server))]);
     if (output) result.serverOutput = output;
     if (err instanceof ServerStartFailed && ctx !== undefined && ctx.startedCount === 0) result.startFailed = true;
   } else {

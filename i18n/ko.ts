@@ -50,7 +50,7 @@ export const ko: Record<MessageKey, string> = {
   'step.02.retry.why': '재시도는 같은 요청을 다시 보내는 것입니다. 클라이언트는 같은 성공 응답을 받아야 하고, 두 번째 결제나 오류를 받아서는 안 됩니다.',
   'step.02.rows.why': '한 키로 온 요청 세 개는 결제 한 건입니다. 재시도가 원장에 줄을 더하면 안 됩니다.',
   'step.02.replayedHeader': '재전송한 응답에는 Idempotency-Replayed: true 헤더를 붙이세요. 클라이언트와 로그가 재전송과 새 결제를 구별할 수 있습니다.',
-  'step.02.pass': '키 {key}로 보낸 재시도 두 번이, 사이에 다른 결제가 끼어 있어도 첫 응답을 그대로 받았습니다. 원장 한 줄, 결제 한 번입니다. 새 키로 보낸 같은 본문과 여러 모양의 키 {keys}개도 각각 따로 결제되었습니다.',
+  'step.02.pass': '키 {key} 값으로 보낸 재시도 두 번이, 사이에 다른 결제가 끼어 있어도 첫 응답을 그대로 받았습니다. 원장 한 줄, 결제 한 번입니다. 새 키로 보낸 같은 본문과 여러 모양의 키 {keys}개도 각각 따로 결제되었습니다.',
 
   'step.03.why': '돈이 오가는 요청에서 키가 선택 사항이면 어떤 클라이언트는 꼭 빠뜨리고, 그 클라이언트의 재시도는 두 번 결제됩니다.',
   'step.03.file.charged.empty': '03-nokey.txt에서 빈 키를 보낸 요청이 HTTP {status} 응답으로 처리되었습니다. 400으로 거절해야 합니다.',
@@ -72,7 +72,7 @@ export const ko: Record<MessageKey, string> = {
   'step.04.first201.why': '충돌은 첫 결제가 저장된 뒤에야 드러납니다.',
   'step.04.other': '같은 키에 본문이 다른 요청(금액 {first} 대신 {then})은 422로 거절해야 합니다.',
   'step.04.refusedRows.why': '거절한 요청은 결제하면 안 됩니다.',
-  'step.04.amount': '이 키로 한 첫 결제의 원장 줄은 금액 {first}을 그대로 가져야 하는데, 지금 값은 {user}, {amount}입니다.',
+  'step.04.amount': '이 키로 한 첫 결제의 원장 줄은 금액 {first} 값을 그대로 가져야 하는데, 지금 값은 {user}, {amount}입니다.',
   'step.04.again.why': '충돌을 거절한 뒤에도 키는 첫 결제의 것입니다. 첫 본문으로 보낸 재시도는 첫 응답을 받아야 합니다.',
   'step.04.againRows.why': '재전송은 결제하면 안 됩니다.',
   'step.04.pass': '이미 쓴 키에 금액이 다른 요청과 사용자가 다른 요청은 422로 거절되었고, 첫 본문은 여전히 재전송되었습니다. 원장 한 줄, 결제 한 번입니다.',
@@ -320,7 +320,7 @@ export const ko: Record<MessageKey, string> = {
   'help.help': '이 명령이 하는 일과 받는 인자를 보여 줍니다',
   'help.helpCommand': '명령이 하는 일과 받는 인자를 보여 줍니다',
   // --- soundness ---
-  'check.audit.noStatement': '서버가 결제사 명세서를 남기지 않습니다. IDEM_PROVIDER_LOG를 {log}로 주었지만, 결제 {count}건 뒤에도 그 파일에 한 줄도 쓰이지 않았습니다.',
+  'check.audit.noStatement': '서버가 결제사 명세서를 남기지 않습니다. IDEM_PROVIDER_LOG 값으로 {log} 경로를 주었지만, 결제 {count}건 뒤에도 그 파일에 한 줄도 쓰이지 않았습니다.',
   'check.audit.noStatement.why': '돈이 몇 번 움직였는지는 결제사 명세서만 증명할 수 있습니다. 서버 계약에 따라 charge()는 결제마다 IDEM_PROVIDER_LOG에 JSON 한 줄을 덧붙여야 합니다.',
   'check.audit.noAnswer': '응답 없음',
   'check.audit.refusedCharged': '결제사가 {what} 건을 {n}번 결제했지만, 그 본문으로 받아들여진 요청은 없습니다. {request} 요청의 응답 코드는 HTTP {status}였습니다. 거절하는 요청은 charge()에 닿으면 안 됩니다.',
