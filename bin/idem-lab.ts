@@ -112,6 +112,7 @@ program
   .option('--reporter <name>', 'human (default), json, junit, tap or github; repeat or use commas for several; NAME=FILE writes json, junit or tap to FILE', collect)
   .option('--output <file>', 'the file the json, junit or tap reporter writes (default: stdout)')
   .option('--config <file>', 'grading config with "points" and "required" (default: idem-lab.json in the workspace)')
+  .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
   .addHelpText('after', '\nExit codes: 0 every required step passed, 1 a required step failed, 2 usage error or a workspace that cannot be graded\n(with json, junit, tap or github the results are still written then, with status error).')
   .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
 
@@ -124,6 +125,7 @@ program
   .option('--json <file>', "write the gradebook as JSON, with every student's results")
   .option('--config <file>', 'grading config with "points" and "required" for every student (default: 1 point each, all required)')
   .option('--timeout <seconds>', 'how long one workspace may take before it is cut off as an error', '180')
+  .option('--sandbox <mode>', t('help.sandbox') + ' (default: required)')
   .addHelpText('after', '\nExit codes: 0 every workspace was graded, 1 some could not be (error rows), 2 usage error.')
   .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
 

@@ -8,6 +8,10 @@ import { readLedger } from './ledger.js';
 import { send, sendSimultaneously, type PayRequest } from './http.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import type { Exchange, LedgerRow } from './types.js';
+import { readRegularSync } from './safe-read.js';
+
+/** The most of the provider's statement read, in bytes (some 80 000 charges). */
+const MAX_STATEMENT_BYTES = 8 * 1024 * 1024;
 
 /** One line of the payment provider's statement: a call of charge(). */
 export interface Charge {
@@ -98,6 +102,11 @@ export class LiveContext {
     await Promise.all(this.servers.map((s) => s.stop()));
   }
 
+  /** The instances that left processes running when stopped (see ServerInstance.leftRunning): label and count. */
+  leftRunning(): Array<{ server: string; count: number }> {
+    return this.servers.filter((s) => s.leftRunning > 0).map((s) => ({ server: s.label, count: s.leftRunning }));
+  }
+
   /** The last output of every instance, labelled, for a failure report. */
   serverOutput(): string {
     return this.servers
@@ -134,9 +143,11 @@ export class LiveContext {
    * the lab's server.py). Lines that are not JSON are passed over.
    */
   charges(): Charge[] | undefined {
-    if (!fs.existsSync(this.providerLog)) return undefined;
+    // Bounded: a server writes this file; a FIFO or a huge file must not stall the grader.
+    const text = readRegularSync(this.providerLog, MAX_STATEMENT_BYTES);
+    if (text === undefined) return undefined;
     const charges: Charge[] = [];
-    for (const line of fs.readFileSync(this.providerLog, 'utf8').split('\n')) {
+    for (const line of text.split('\n')) {
       try {
         const charge = JSON.parse(line) as Charge;
         if (typeof charge.user === 'string') charges.push(charge);

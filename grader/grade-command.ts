@@ -11,6 +11,7 @@ import { SetupError } from './failure.js';
 import { defaultGradingConfig, formatPoints, readGradingConfig } from './grading.js';
 import { limits } from './limits.js';
 import { installExitHooks } from './cleanup.js';
+import { sandboxFor } from './check-command.js';
 import { STEPS } from '../steps/index.js';
 
 /** Options of `idem-lab grade`. */
@@ -25,6 +26,8 @@ export interface GradeCommandOptions {
   config?: string;
   /** --timeout SECONDS: how long one workspace may take before it is cut off (an error row). */
   timeout?: string;
+  /** --sandbox auto|required|off (default required: grading runs strangers' code), see sandbox.ts. */
+  sandbox?: string;
 }
 
 /** Exit codes of `idem-lab grade`. */
@@ -97,9 +100,11 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   } catch (err) {
     throw new SetupError((err as Error).message);
   }
+  // Every server runs in a sandbox that hides every student's folder, its own included (it runs in a copy).
+  const sandbox = STEPS.some((s) => s.live) ? await sandboxFor(options.sandbox, 'required', dirs.map((d) => path.resolve(d))) : undefined;
   installExitHooks();
   const shown = cohortProgress(dirs.length);
-  const book = await gradeCohort({ dirs, steps: STEPS, config, jobs, timeoutMs, onStart: shown.start, onRow: shown.row });
+  const book = await gradeCohort({ dirs, steps: STEPS, config, jobs, timeoutMs, sandbox, onStart: shown.start, onRow: shown.row });
   shown.end();
   console.log(formatGradebook(book, process.stdout.columns || 120));
   if (options.csv) write(options.csv, gradebookCsv(book));

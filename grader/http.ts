@@ -54,6 +54,28 @@ export function openConnection(port: number, timeoutMs: number): Promise<net.Soc
   });
 }
 
+/** The most of a response body the grader reads, in bytes (64 KB); a longer body ends the exchange (Exchange.truncated). */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/**
+ * Reads at most `max` bytes of a body and stops reading there (the stream is destroyed),
+ * so no server can make the grader hold more.
+ * @returns the text read (UTF-8) and whether the body went on beyond `max`
+ */
+async function readBounded(body: AsyncIterable<Buffer>, max: number): Promise<{ text: string; truncated: boolean }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    if (size + chunk.length > max) {
+      chunks.push(chunk.subarray(0, max - size));
+      return { text: Buffer.concat(chunks).toString('utf8'), truncated: true };
+    }
+    chunks.push(chunk);
+    size += chunk.length;
+  }
+  return { text: Buffer.concat(chunks).toString('utf8'), truncated: false };
+}
+
 /** Raised by the guard timer of an exchange that outlived its time limit. */
 class GuardTimeout extends Error {}
 
@@ -93,7 +115,9 @@ async function sendOn(
     exchange.status = res.statusCode;
     const replayed = res.headers['idempotency-replayed'];
     if (replayed !== undefined) exchange.replayed = Array.isArray(replayed) ? replayed.join(', ') : replayed;
-    exchange.responseBody = await res.body.text();
+    const { text, truncated } = await readBounded(res.body, MAX_BODY_BYTES);
+    exchange.responseBody = text;
+    if (truncated) exchange.truncated = true;
   } catch (err) {
     if (err instanceof GuardTimeout) delete exchange.status;
     const code = (err as { code?: string }).code;

@@ -12,7 +12,7 @@ export type RefusedKind = 'missing' | 'outside' | 'not-regular' | 'too-large' | 
 /** Raised when a file is not read; `kind` says why, `message` says it in English for logs. */
 export class FileRefused extends Error {
   readonly kind: RefusedKind;
-  /** For not-regular: what it is (`a FIFO`, `a directory`, ...); for too-large: its size in bytes; for outside: where it points. */
+  /** For not-regular: a FileKind; for too-large: its size in bytes; for outside: where it points. */
   readonly detail: string;
   constructor(kind: RefusedKind, detail: string, message: string) {
     super(message);
@@ -24,13 +24,16 @@ export class FileRefused extends Error {
 /** The largest answer file the grader reads, in bytes (1 MB). */
 export const MAX_ANSWER_BYTES = 1024 * 1024;
 
-function kindOf(stat: fs.Stats): string {
-  if (stat.isDirectory()) return 'a directory';
-  if (stat.isFIFO()) return 'a FIFO (named pipe)';
-  if (stat.isSocket()) return 'a socket';
-  if (stat.isCharacterDevice() || stat.isBlockDevice()) return 'a device';
-  if (stat.isSymbolicLink()) return 'a symbolic link';
-  return 'not a regular file';
+/** What a file that is not a regular one is: the `detail` of a not-regular FileRefused. */
+export type FileKind = 'directory' | 'fifo' | 'socket' | 'device' | 'link' | 'other';
+
+function kindOf(stat: fs.Stats): FileKind {
+  if (stat.isDirectory()) return 'directory';
+  if (stat.isFIFO()) return 'fifo';
+  if (stat.isSocket()) return 'socket';
+  if (stat.isCharacterDevice() || stat.isBlockDevice()) return 'device';
+  if (stat.isSymbolicLink()) return 'link';
+  return 'other';
 }
 
 const OPEN_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW;
@@ -58,7 +61,7 @@ export async function readInside(root: string, name: string, maxBytes = MAX_ANSW
       if (target !== undefined) throw new FileRefused('outside', target, `${name} is a symbolic link to ${target}, which does not exist`);
       throw new FileRefused('missing', '', `${name} does not exist`);
     }
-    if (code === 'ELOOP') throw new FileRefused('not-regular', 'a symbolic link loop', `${name} is a symbolic link loop`);
+    if (code === 'ELOOP') throw new FileRefused('not-regular', 'link', `${name} is a symbolic link loop`);
     throw new FileRefused('unreadable', code, `${name} cannot be read: ${code}`);
   }
   const relative = path.relative(realRoot, real);
@@ -69,19 +72,22 @@ export async function readInside(root: string, name: string, maxBytes = MAX_ANSW
 }
 
 async function readRegular(file: string, name: string, maxBytes: number): Promise<string> {
+  // Never open what is not a regular file: opening a device can act, opening a FIFO can wait.
+  const before = await fs.promises.stat(file).catch(() => undefined);
+  if (before && !before.isFile()) throw new FileRefused('not-regular', kindOf(before), `${name} is not a regular file (${kindOf(before)})`);
   let handle: fs.promises.FileHandle;
   try {
     handle = await fs.promises.open(file, OPEN_FLAGS);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? 'error';
     if (code === 'ENOENT') throw new FileRefused('missing', '', `${name} does not exist`);
-    if (code === 'ELOOP') throw new FileRefused('not-regular', 'a symbolic link', `${name} changed into a symbolic link`);
-    if (code === 'ENXIO') throw new FileRefused('not-regular', 'a socket', `${name} is a socket`);
+    if (code === 'ELOOP') throw new FileRefused('not-regular', 'link', `${name} changed into a symbolic link`);
+    if (code === 'ENXIO') throw new FileRefused('not-regular', 'socket', `${name} is a socket`);
     throw new FileRefused('unreadable', code, `${name} cannot be read: ${code}`);
   }
   try {
     const stat = await handle.stat();
-    if (!stat.isFile()) throw new FileRefused('not-regular', kindOf(stat), `${name} is ${kindOf(stat)}, not a regular file`);
+    if (!stat.isFile()) throw new FileRefused('not-regular', kindOf(stat), `${name} is not a regular file (${kindOf(stat)})`);
     if (stat.size > maxBytes) throw new FileRefused('too-large', String(stat.size), `${name} is ${stat.size} bytes, more than ${maxBytes}`);
     // Read at most one byte more than allowed: a file that grows while read is still bounded.
     const buffer = Buffer.alloc(maxBytes + 1);
