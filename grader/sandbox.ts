@@ -4,7 +4,7 @@
  *
  * Inside it the server has its own pid namespace (nothing it forks outlives the sandbox,
  * and it cannot signal the grader or another student's server), sees the system
- * read-only, sees an empty /tmp, /var/tmp, /run and home folder, cannot see the folders
+ * read-only, sees an empty read-only /tmp, /var/tmp, /run and home folder, cannot see the folders
  * named in `hide` (the cohort's workspaces), and can write only its check's temporary
  * folder, which holds its own copy of the workspace, IDEM_DB and the provider log, at the
  * same path as outside (the grader opens the same sqlite file). It keeps the host's
@@ -102,7 +102,10 @@ export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file:
     const install = path.dirname(path.dirname(real));
     if ([...masked].some((m) => within(real, m)) && install !== '/') args.push('--ro-bind', install, install);
   }
-  args.push('--bind', writable, writable, '--chdir', cwd);
+  args.push('--bind', writable, writable);
+  // The masks are empty and read-only once the writable folder is bound in place.
+  for (const dir of masked) args.push('--remount-ro', dir);
+  args.push('--chdir', cwd);
   if (process.getuid?.() === 0) args.push('--cap-drop', 'ALL');
   return args;
 }
