@@ -30,15 +30,18 @@ export function checkTimeouts(): Timeouts {
 export interface Target {
   label: string;
   port: number;
+  /** When set, the Unix socket that leads to that port (a sandboxed server's relay): connections go there. */
+  socketPath?: string;
 }
 
 /**
- * Opens a TCP connection to 127.0.0.1:port.
+ * Opens a connection to 127.0.0.1:port, or to the target's relay socket when it has one.
  * @throws Error when it is refused or does not open within `timeoutMs` ms
  */
-export function openConnection(port: number, timeoutMs: number): Promise<net.Socket> {
+export function openConnection(target: number | Pick<Target, 'port' | 'socketPath'>, timeoutMs: number): Promise<net.Socket> {
+  const { port, socketPath } = typeof target === 'number' ? { port: target, socketPath: undefined } : target;
   return new Promise((resolve, reject) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
+    const socket = socketPath ? net.connect({ path: socketPath }) : net.connect({ host: '127.0.0.1', port });
     const timer = setTimeout(() => {
       socket.destroy();
       reject(new Error(`could not connect to 127.0.0.1:${port} within ${timeoutMs} ms`));
@@ -49,7 +52,9 @@ export function openConnection(port: number, timeoutMs: number): Promise<net.Soc
     });
     socket.once('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      reject(new Error(err.code === 'ECONNREFUSED' ? `connection to 127.0.0.1:${port} refused` : err.message));
+      // A relay socket not yet made, or gone with its sandbox, is a refused connection too.
+      const refused = err.code === 'ECONNREFUSED' || (socketPath !== undefined && err.code === 'ENOENT');
+      reject(new Error(refused ? `connection to 127.0.0.1:${port} refused` : err.message));
     });
   });
 }
@@ -146,7 +151,7 @@ export async function send(
 ): Promise<Exchange> {
   let socket: net.Socket;
   try {
-    socket = await openConnection(target.port, timeouts.connectMs);
+    socket = await openConnection(target, timeouts.connectMs);
   } catch (err) {
     const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody: req ? bodyText(req.body) : '', ms: 0, error: (err as Error).message };
     if (req?.key !== undefined) exchange.key = req.key;
@@ -166,7 +171,7 @@ export async function sendSimultaneously(
   timeouts: Timeouts = checkTimeouts(),
 ): Promise<Exchange[]> {
   const opened = await Promise.allSettled(
-    requests.map((_, i) => openConnection(targets[i % targets.length].port, timeouts.connectMs)),
+    requests.map((_, i) => openConnection(targets[i % targets.length], timeouts.connectMs)),
   );
   return Promise.all(
     requests.map((req, i) => {

@@ -7,8 +7,10 @@
  * read-only, sees an empty read-only /tmp, /var/tmp, /run and home folder, cannot see the folders
  * named in `hide` (the cohort's workspaces), and can write only its check's temporary
  * folder, which holds its own copy of the workspace, IDEM_DB and the provider log, at the
- * same path as outside (the grader opens the same sqlite file). It keeps the host's
- * network namespace: the grader reaches it on 127.0.0.1:PORT (see docs/instructors.md).
+ * same path as outside (the grader opens the same sqlite file). It has a network
+ * namespace of its own, loopback only, and the grader reaches it through a Unix socket in
+ * that folder (relay.ts); where no network namespace can be made, it keeps the host's and
+ * is reached on 127.0.0.1:PORT (docs/safe-grading.md).
  * Limits (setrlimit, per process): address space, open files, file size, CPU time, and
  * the number of processes.
  */
@@ -55,6 +57,12 @@ export interface Sandbox {
   /** Folders the server must not see (replaced by empty ones), absolute. */
   hide: string[];
   limits: SandboxLimits;
+  /**
+   * `private`: a network namespace of its own, loopback only; the grader reaches the
+   * server through a Unix-socket relay (relay.ts). `host`: the host's network namespace
+   * (where a private one cannot be made), reached on 127.0.0.1:PORT directly.
+   */
+  network: 'private' | 'host';
 }
 
 /** The bwrap the grader uses: IDEM_LAB_BWRAP when set (a path), else `bwrap` on PATH. */
@@ -84,8 +92,9 @@ function within(inner: string, outer: string): boolean {
  * executing `file` (an absolute interpreter path keeps working when it lives under a
  * hidden folder, e.g. pyenv's under $HOME: its installation is bound back read-only).
  */
-export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file: string): string[] {
+export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file: string, readable: string[] = []): string[] {
   const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc'];
+  if (sandbox.network === 'private') args.push('--unshare-net');
   const masked = new Set<string>();
   const homes = [os.homedir(), process.env.HOME ?? '', '/root', '/home', '/tmp', '/var/tmp', '/run', '/var/run', os.tmpdir(), ...sandbox.hide];
   for (const dir of homes) {
@@ -101,6 +110,10 @@ export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file:
     // bin/python3 -> the installation's root (two levels up), when a mask covers it.
     const install = path.dirname(path.dirname(real));
     if ([...masked].some((m) => within(real, m)) && install !== '/') args.push('--ro-bind', install, install);
+  }
+  for (const dir of readable) {
+    const real = safeRealpath(dir);
+    if (real && real !== '/' && [...masked].some((m) => within(real, m))) args.push('--ro-bind', real, real);
   }
   args.push('--bind', writable, writable);
   // The masks are empty and read-only once the writable folder is bound in place.
@@ -146,13 +159,14 @@ const probes = new Map<string, Promise<string | undefined>>();
  * start here. Never throws.
  * @returns undefined when one started, else why not (one line)
  */
-export function probeSandbox(bwrap: string = bwrapPath()): Promise<string | undefined> {
-  let probe = probes.get(bwrap);
+export function probeSandbox(bwrap: string = bwrapPath(), network: Sandbox['network'] = 'host'): Promise<string | undefined> {
+  const id = `${bwrap}\0${network}`;
+  let probe = probes.get(id);
   if (!probe) {
     probe = (async () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-lab-probe-'));
       try {
-        const sandbox: Sandbox = { bwrap, prlimit: 'prlimit', hide: [], limits: DEFAULT_SANDBOX_LIMITS };
+        const sandbox: Sandbox = { bwrap, prlimit: 'prlimit', hide: [], limits: DEFAULT_SANDBOX_LIMITS, network };
         const result = await execa('prlimit', [...prlimitArgs(sandbox.limits), bwrap, ...bwrapArgs(sandbox, dir, dir, '/bin/sh'), '--', '/bin/sh', '-c', 'echo > ok'], {
           extendEnv: false,
           env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
@@ -169,7 +183,7 @@ export function probeSandbox(bwrap: string = bwrapPath()): Promise<string | unde
         fs.rmSync(dir, { recursive: true, force: true });
       }
     })();
-    probes.set(bwrap, probe);
+    probes.set(id, probe);
   }
   return probe;
 }
@@ -183,8 +197,11 @@ export function probeSandbox(bwrap: string = bwrapPath()): Promise<string | unde
 export async function chooseSandbox(mode: SandboxMode, hide: string[] = []): Promise<Sandbox | undefined> {
   if (mode === 'off') return undefined;
   const bwrap = bwrapPath();
-  const why = await probeSandbox(bwrap);
-  if (why === undefined) return { bwrap, prlimit: 'prlimit', hide: hide.map((d) => path.resolve(d)), limits: DEFAULT_SANDBOX_LIMITS };
+  const base = { bwrap, prlimit: 'prlimit', hide: hide.map((d) => path.resolve(d)), limits: DEFAULT_SANDBOX_LIMITS };
+  // A network namespace of its own where one can be made, else the host's.
+  if ((await probeSandbox(bwrap, 'private')) === undefined) return { ...base, network: 'private' };
+  const why = await probeSandbox(bwrap, 'host');
+  if (why === undefined) return { ...base, network: 'host' };
   if (mode === 'required') throw new NoSandbox(why);
   return undefined;
 }

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as delay } from 'node:timers/promises';
 import { execa, type ResultPromise } from 'execa';
 import { t } from '../i18n/index.js';
@@ -61,6 +62,8 @@ export interface StartOptions {
 }
 
 const OUTPUT_TAIL_BYTES = 4096;
+/** The relay a sandboxed server with a network of its own runs behind (relay.ts, compiled beside this file). */
+const RELAY = fileURLToPath(new URL('./relay.js', import.meta.url));
 const STOP_GRACE_MS = 1500;
 
 /** Every process group this process started and has not yet seen stopped. */
@@ -108,6 +111,8 @@ export class ServerInstance {
   readonly pid: number;
   private tail = '';
   private readonly streams: Array<{ destroy(): void } | null | undefined>;
+  /** The Unix socket the grader reaches the server through (a sandbox with a network of its own), else undefined: 127.0.0.1:port. */
+  socketPath: string | undefined;
   /** True when a process had escaped the group (setsid) and had to be found and killed by pid. */
   escaped = false;
   private exitInfo: { code?: number; signal?: string } | undefined;
@@ -367,8 +372,13 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const home = path.join(path.dirname(options.dbPath), 'home');
   fs.mkdirSync(home, { recursive: true });
   const { sandbox } = command;
-  const [file, args] = sandbox
-    ? [sandbox.prlimit, [...prlimitArgs(sandbox.limits), sandbox.bwrap, ...bwrapArgs(sandbox, path.dirname(options.dbPath), cwd, command.file), '--', command.file, ...command.args]]
+  // In a sandbox with a network of its own the server is reached through a Unix socket in
+  // its folder (at most 107 bytes of path, the kernel's limit), by way of relay.ts.
+  const socketPath = sandbox?.network === 'private' ? path.join(path.dirname(options.dbPath), `${options.label}-${port}.sock`) : undefined;
+  const private_ = sandbox && socketPath && Buffer.byteLength(socketPath) < 104 ? { ...sandbox } : sandbox && { ...sandbox, network: 'host' as const };
+  const inner = private_?.network === 'private' ? [process.execPath, RELAY, socketPath!, String(port), command.file, ...command.args] : [command.file, ...command.args];
+  const [file, args] = private_
+    ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, path.dirname(options.dbPath), cwd, command.file, [path.dirname(path.dirname(process.execPath)), path.dirname(RELAY)]), '--', ...inner]]
     : [command.file, command.args];
   const subprocess = execa(file, args, {
     cwd,
@@ -381,6 +391,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
     reject: false,
   });
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
+  if (private_?.network === 'private') instance.socketPath = socketPath;
   running.add(instance);
   reservedPorts.add(port);
   return instance;
@@ -388,7 +399,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
 
 async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
-  const target = { label: instance.label, port: instance.port };
+  const target = { label: instance.label, port: instance.port, socketPath: instance.socketPath };
   let lastAnswer = t('check.noHealth.never');
   while (performance.now() < deadline) {
     if (instance.hasExited) {
@@ -401,7 +412,8 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
     const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
     if (health.status === 200) return;
     if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
-    else if (!/refused/.test(health.error ?? '')) lastAnswer = health.error ?? lastAnswer;
+    // Through a relay, a port nobody listens on closes the connection instead of refusing it.
+    else if (!/refused/.test(health.error ?? '') && !(instance.socketPath && /other side closed|socket hang up|ECONNRESET/.test(health.error ?? ''))) lastAnswer = health.error ?? lastAnswer;
     await delay(25);
   }
   throw new ServerStartFailed(

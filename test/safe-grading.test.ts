@@ -5,6 +5,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, test } from 'node:test';
@@ -50,6 +51,7 @@ async function commandFor(dir: string, sandboxed: boolean, hide: string[] = []):
 interface SnoopReport {
   env: Record<string, string>;
   signal_grader: boolean;
+  reach_host_port: boolean;
   pids: number[];
   wrote: Record<string, boolean>;
   read: Record<string, string | null>;
@@ -62,7 +64,11 @@ async function snoop(sandboxed: boolean): Promise<{ report: SnoopReport; result:
   Object.assign(process.env, SECRETS);
   const classmate = tempDir('idem-lab-classmate-');
   fs.writeFileSync(path.join(classmate.dir, 'secret.txt'), 'the classmate answer');
+  // A port on the host's loopback that the server must not reach from a sandbox.
+  const listener = net.createServer((c) => c.destroy());
+  await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
   const plan = {
+    host_port: (listener.address() as net.AddressInfo).port,
     grader_pid: process.pid,
     // Without a sandbox nothing stops a server run as root: it only tries then what it may.
     write: sandboxed ? ['/etc/idem-lab-pwned', path.join(classmate.dir, 'pwned.txt')] : [],
@@ -82,6 +88,7 @@ async function snoop(sandboxed: boolean): Promise<{ report: SnoopReport; result:
     assert.equal(wroteEtc, false, 'nothing was written into /etc');
     ws.remove();
     classmate.remove();
+    listener.close();
   }
 }
 
@@ -98,6 +105,7 @@ function assertAllowListed(env: Record<string, string>): void {
 test('without a sandbox the server gets only the allow-listed environment, none of the grader\'s secrets', async () => {
   const { report } = await snoop(false);
   assertAllowListed(report.env);
+  assert.equal(report.reach_host_port, true, 'without a sandbox the host network is reachable');
   assert.equal(report.signal_grader, true, 'without a sandbox the grader is visible (the sandbox is what hides it)');
 });
 
@@ -105,6 +113,7 @@ test('in the sandbox the server cannot see or signal the grader, write outside i
   const { report, workspace, classmate } = await snoop(true);
   assertAllowListed(report.env);
   assert.equal(report.signal_grader, false, 'the grader is out of reach (own pid namespace)');
+  assert.equal(report.reach_host_port, false, 'no network beyond its own loopback (the grader reaches it through the relay)');
   assert.ok(!report.pids.includes(process.pid) && report.pids.length < 10, `only the sandbox's processes are visible: ${report.pids.join(' ')}`);
   assert.deepEqual(
     Object.entries(report.wrote).filter(([, ok]) => ok).map(([p]) => p),
