@@ -413,7 +413,7 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
     if (health.status === 200) return;
     if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
     // Through a relay, a port nobody listens on closes the connection instead of refusing it.
-    else if (!/refused/.test(health.error ?? '') && !(instance.socketPath && /other side closed|socket hang up|ECONNRESET/.test(health.error ?? ''))) lastAnswer = health.error ?? lastAnswer;
+    else if (!/refused/.test(health.error ?? '') && !(instance.socketPath && /other side closed|socket hang up|ECONNRESET|EPIPE/.test(health.error ?? ''))) lastAnswer = health.error ?? lastAnswer;
     await delay(25);
   }
   throw new ServerStartFailed(
