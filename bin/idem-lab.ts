@@ -184,6 +184,7 @@ program
   .option('--output <file>', t('help.check.output'))
   .option('--config <file>', t('help.check.config'))
   .option('--seed <n>', t('help.check.seed'))
+  .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
   .addHelpText('after', `\n${t('help.check.exit')}`)
   .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
 
@@ -197,6 +198,7 @@ program
   .option('--config <file>', t('help.grade.config'))
   .option('--timeout <seconds>', t('help.grade.timeout'), '180')
   .option('--shard <k/n>', t('help.grade.shard'))
+  .option('--sandbox <mode>', t('help.sandbox') + ' (default: required)')
   .addHelpText('after', `\n${t('help.grade.exit')}`)
   .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
 

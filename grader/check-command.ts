@@ -7,6 +7,7 @@ import { parseSeed, type Seed } from './seed.js';
 import { limits } from './limits.js';
 import { installExitHooks } from './cleanup.js';
 import { resolveInterpreter, type ServerCommand } from './server.js';
+import { chooseSandbox, NoSandbox, SANDBOX_MODES, type Sandbox, type SandboxMode } from './sandbox.js';
 import { colourFor, formatProgress, formatResult, formatSummary } from './reporters/human.js';
 import type { StepResult } from './types.js';
 import { STEPS, selectSteps } from '../steps/index.js';
@@ -56,7 +57,7 @@ export function saveVerdicts(workspace: string, results: StepResult[]): void {
  * Prepares a grading run: the workspace, its server command and the chosen steps.
  * @throws SetupError for a missing workspace, an unknown step or a missing interpreter
  */
-export async function prepareCheck(selectors: string[], options: WorkspaceOptions): Promise<{ workspace: string; command: ServerCommand; steps: ReturnType<typeof selectSteps> }> {
+export async function prepareCheck(selectors: string[], options: WorkspaceOptions & { sandbox?: string }): Promise<{ workspace: string; command: ServerCommand; steps: ReturnType<typeof selectSteps> }> {
   const { workspace, command } = openWorkspace(workspaceDir(options));
   const steps = selectSteps(selectors);
   try {
@@ -75,7 +76,24 @@ export async function prepareCheck(selectors: string[], options: WorkspaceOption
       throw new SetupError((err as Error).message);
     }
   }
-  return { workspace, command: await resolveInterpreter(command, workspace), steps };
+  const sandbox = steps.some((s) => s.live) ? await sandboxFor(options.sandbox, 'auto') : undefined;
+  return { workspace, command: { ...(await resolveInterpreter(command, workspace)), ...(sandbox ? { sandbox } : {}) }, steps };
+}
+
+/**
+ * The sandbox for a --sandbox value (`fallback` when absent), see sandbox.ts chooseSandbox.
+ * @param hide folders the servers must not see
+ * @throws SetupError for a value other than auto, required or off, and when a required sandbox does not start (naming bubblewrap)
+ */
+export async function sandboxFor(value: string | undefined, fallback: SandboxMode, hide: string[] = []): Promise<Sandbox | undefined> {
+  const mode = (value ?? fallback) as SandboxMode;
+  if (!SANDBOX_MODES.includes(mode)) throw new SetupError(t('cli.badSandbox', { value: String(value) }));
+  try {
+    return await chooseSandbox(mode, hide);
+  } catch (err) {
+    if (err instanceof NoSandbox) throw new SetupError(t('cli.noSandbox', { reason: err.message }));
+    throw err;
+  }
 }
 
 
@@ -89,6 +107,8 @@ export interface CheckOptions extends WorkspaceOptions {
   config?: string;
   /** --seed N: the seed of the live checks' keys, users and amounts; default IDEM_LAB_SEED, else a new one. */
   seed?: string;
+  /** --sandbox auto|required|off (default auto: a learner runs their own code), see sandbox.ts. */
+  sandbox?: string;
 }
 
 /**

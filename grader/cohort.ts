@@ -18,6 +18,7 @@ import { formatPoints, isRequired, pointsOf, scoreResults, setupErrorReport, typ
 import { resultsFile, type ResultsFile } from './reporters/json.js';
 import { stepName } from './reporters/plain.js';
 import { resolveInterpreter, type ServerCommand } from './server.js';
+import type { Sandbox } from './sandbox.js';
 import type { Status } from './types.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { t } from '../i18n/index.js';
@@ -38,6 +39,8 @@ export interface CohortOptions {
   jobs?: number;
   /** How long one workspace may take, in ms, before it is cut off as an error (default DEFAULT_WORKSPACE_TIMEOUT_MS). */
   timeoutMs?: number;
+  /** The sandbox every server runs in (see sandbox.ts); none when absent. */
+  sandbox?: Sandbox;
   /** Called when a workspace starts grading. */
   onStart?(student: string, running: number): void;
   /** Called with each row as soon as its workspace is graded; `done` counts finished rows. */
@@ -127,7 +130,7 @@ function rowOf(student: string, workspace: string, report: GradeReport, ms: numb
  * a bad idem-lab.json "server" entry is an error row with the reason; so is a workspace
  * cut off after `timeoutMs` (its running servers are stopped at once).
  */
-export async function gradeWorkspace(student: string, dir: string, options: Pick<CohortOptions, 'steps' | 'config' | 'timeoutMs'>): Promise<GradebookRow> {
+export async function gradeWorkspace(student: string, dir: string, options: Pick<CohortOptions, 'steps' | 'config' | 'timeoutMs' | 'sandbox'>): Promise<GradebookRow> {
   const started = performance.now();
   const workspace = path.resolve(dir);
   const timeoutMs = options.timeoutMs ?? DEFAULT_WORKSPACE_TIMEOUT_MS;
@@ -146,7 +149,7 @@ export async function gradeWorkspace(student: string, dir: string, options: Pick
   try {
     const results = await grade({
       workspace,
-      command: await resolveInterpreter(command, workspace),
+      command: { ...(await resolveInterpreter(command, workspace)), ...(options.sandbox ? { sandbox: options.sandbox } : {}) },
       steps: options.steps,
       stopAfterStartFailure: true,
       signal: controller.signal,

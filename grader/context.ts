@@ -29,6 +29,16 @@ export interface InstanceOptions {
 /** What the grader leaves out of a server's copy of the workspace: the learner's own runtime files. */
 const NOT_COPIED = /^(lab\.db(-wal|-shm|-journal)?|provider\.log|s\.log|\.idem-lab|\.git|node_modules|__pycache__)$/;
 
+/** Whether a path is a folder, a regular file or a link (as it is): a FIFO, socket or device is never copied (or read). */
+function copyable(source: string): boolean {
+  try {
+    const stat = fs.lstatSync(source);
+    return stat.isFile() || stat.isDirectory() || stat.isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
 /**
  * What a live check works with: server instances on free ports, each running from a copy
  * of the learner's workspace in a temporary folder and sharing one fresh sqlite file there
@@ -96,7 +106,7 @@ export class LiveContext {
       // A temporary folder inside the workspace (this check's own, maybe) is not copied into itself.
       if (this.tmpDir === from || this.tmpDir.startsWith(from + path.sep)) continue;
       if (entry === 'node_modules') fs.symlinkSync(from, path.join(dest, entry));
-      else if (!NOT_COPIED.test(entry)) fs.cpSync(from, path.join(dest, entry), { recursive: true, verbatimSymlinks: true });
+      else if (!NOT_COPIED.test(entry)) fs.cpSync(from, path.join(dest, entry), { recursive: true, verbatimSymlinks: true, filter: copyable });
     }
     return dest;
   }
@@ -117,6 +127,7 @@ export class LiveContext {
       providerLog: this.providerLog,
       label,
       command: this.command,
+      scratch: this.tmpDir,
       chargeMs: options.chargeMs,
       dbMs: options.dbMs,
     });
@@ -157,6 +168,11 @@ export class LiveContext {
   /** Stops every instance this check started; never throws. */
   async stopAll(): Promise<void> {
     await Promise.all(this.servers.map((s) => s.stop()));
+  }
+
+  /** The instances that left processes running when stopped (see ServerInstance.leftRunning): label and count. */
+  leftRunning(): Array<{ server: string; count: number }> {
+    return this.servers.filter((s) => s.leftRunning > 0).map((s) => ({ server: s.label, count: s.leftRunning }));
   }
 
   /** The last output of every instance (or of those labelled `labels`), labelled, for a failure report. */

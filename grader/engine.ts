@@ -7,9 +7,38 @@ import { atExit } from './cleanup.js';
 import { auditPayments } from './audit.js';
 import { randomSeed, type Seed } from './seed.js';
 import { CheckFailed, ServerStartFailed } from './failure.js';
+import { MAX_BODY_BYTES } from './http.js';
 import type { ServerCommand } from './server.js';
 import type { Exchange, LedgerRow, StepResult } from './types.js';
 import type { Step } from '../steps/types.js';
+import { FileRefused, MAX_ANSWER_BYTES, readInside, type FileKind } from './safe-read.js';
+import { markRun, sweepStaleRuns } from './stale.js';
+
+/**
+ * Reads a step's answer file: a regular file inside the workspace, at most
+ * MAX_ANSWER_BYTES, never a FIFO, device, directory or a link out of the workspace.
+ * @throws CheckFailed saying which and why, the file unread
+ */
+async function readAnswer(workspace: string, name: string, stepId: string): Promise<string> {
+  try {
+    return await readInside(workspace, name);
+  } catch (err) {
+    if (!(err instanceof FileRefused)) throw err;
+    const why = t('check.fileRefused.why');
+    switch (err.kind) {
+      case 'missing':
+        throw new CheckFailed(t('check.fileMissing', { file: name, workspace }), t('check.fileMissing.why', { id: stepId }));
+      case 'outside':
+        throw new CheckFailed(t('check.fileOutside', { file: name, target: err.detail }), why);
+      case 'not-regular':
+        throw new CheckFailed(t('check.fileNotRegular', { file: name, kind: t(`file.kind.${err.detail as FileKind}`) }), why);
+      case 'too-large':
+        throw new CheckFailed(t('check.fileTooLarge', { file: name, bytes: err.detail, max: MAX_ANSWER_BYTES }), why);
+      default:
+        throw new CheckFailed(t('check.fileUnreadable', { file: name, error: err.detail }), t('check.fileUnreadable.why'));
+    }
+  }
+}
 
 /** What to grade. */
 export interface GradeOptions {
@@ -138,6 +167,13 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
   }
 }
 
+/** The failure of a check in which a response was longer than the grader reads, or undefined. */
+function tooLong(ctx: LiveContext): CheckFailed | undefined {
+  const long = ctx.exchanges.find((e) => e.truncated);
+  if (!long) return undefined;
+  return new CheckFailed(t('check.bodyTooLong', { request: `${long.method} ${long.path}`, server: long.server, kb: MAX_BODY_BYTES / 1024 }), t('check.bodyTooLong.why'), { exchanges: [long] });
+}
+
 /** The sentence an abort signal's reason gives. */
 function abortReason(signal: AbortSignal): string {
   const reason: unknown = signal.reason;
@@ -180,8 +216,11 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
       tmpDir = makeGraderTempDir('lab-');
       const dir = tmpDir;
       forgetTmpDir = atExit(() => fs.rmSync(dir, { recursive: true, force: true }));
+      markRun(dir);
       ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command, options.seed);
       said.push(await step.live(ctx));
+      const long = tooLong(ctx);
+      if (long) throw long;
       // Every live check ends with the money and the whole ledger against every request it
       // sent, once the servers are stopped (so no charge is still on its way).
       await ctx.stopAll();
@@ -190,21 +229,13 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
     }
     if (step.file) {
       phase = 'file';
-      const file = path.join(options.workspace, step.file.name);
-      if (!fs.existsSync(file)) {
-        throw new CheckFailed(t('check.fileMissing', { file: step.file.name, workspace: options.workspace }), t('check.fileMissing.why', { id: step.id }));
-      }
-      let text: string;
-      try {
-        text = fs.readFileSync(file, 'utf8');
-      } catch (err) {
-        throw new CheckFailed(t('check.fileUnreadable', { file: step.file.name, error: (err as Error).message }), t('check.fileUnreadable.why'));
-      }
+      const text = await readAnswer(options.workspace, step.file.name, step.id);
       said.push(step.file.check(text, { warn: (m) => result.warnings.push(m) }));
     }
     result.message = said.join(language() === 'zh' ? '' : ' ');
   } catch (err) {
-    applyFailure(result, err, phase === 'live' ? ctx : undefined);
+    // An endless body explains whatever failed after it.
+    applyFailure(result, (phase === 'live' && ctx && tooLong(ctx)) || err, phase === 'live' ? ctx : undefined);
     result.failedPart = phase;
     if (phase === 'file' && said.length > 0) result.details.unshift(t('check.liveFirst', { said: said[0] }));
   } finally {
@@ -212,6 +243,7 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
     if (ctx) {
       await ctx.stopAll();
       result.warnings.push(...ctx.warnings);
+      for (const left of ctx.leftRunning()) result.warnings.push(t('check.leftRunning', left));
     }
     if (tmpDir) fs.rmSync(tmpDir, { recursive: true, force: true });
     forgetTmpDir?.();
@@ -250,6 +282,7 @@ function notTriedAgain(step: Step, earlier: StepResult): StepResult {
  */
 export async function grade(given: GradeOptions): Promise<StepResult[]> {
   const options = { ...given, seed: given.seed ?? randomSeed() };
+  if (options.steps.some((s) => s.live)) sweepStaleRuns();
   const concurrency = Math.max(1, options.concurrency ?? DEFAULT_STEP_CONCURRENCY);
   const pending = options.steps.map(() => {
     let resolve!: (result: StepResult) => void;

@@ -23,6 +23,7 @@ import { SetupError } from './failure.js';
 import { defaultGradingConfig, formatPoints, readGradingConfig } from './grading.js';
 import { limits } from './limits.js';
 import { installExitHooks } from './cleanup.js';
+import { sandboxFor } from './check-command.js';
 import { STEPS } from '../steps/index.js';
 
 /** Options of `idem-lab grade`. */
@@ -39,6 +40,8 @@ export interface GradeCommandOptions {
   timeout?: string;
   /** --shard K/N: grade only the K-th of N slices of the folders (see shardOf); the gradebook records the slice. */
   shard?: string;
+  /** --sandbox auto|required|off (default required: grading runs strangers' code), see sandbox.ts. */
+  sandbox?: string;
 }
 
 /** Exit codes of `idem-lab grade`. */
@@ -113,6 +116,8 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   } catch (err) {
     throw new SetupError((err as Error).message);
   }
+  // Every server runs in a sandbox that hides every student's folder, its own included (it runs in a copy).
+  const sandbox = STEPS.some((s) => s.live) ? await sandboxFor(options.sandbox, 'required', dirs.map((d) => path.resolve(d))) : undefined;
   installExitHooks();
   if (shard) console.error(t('cohort.shard.slice', { shard: `${shard.index}/${shard.count}`, count: slice.dirs.length, total: dirs.length }));
   const shown = cohortProgress(slice.dirs.length);
@@ -123,6 +128,7 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
     config,
     jobs,
     timeoutMs,
+    sandbox,
     onStart: shown.start,
     onRow: shown.row,
     ...(shard ? { shard: { ...shard, total: dirs.length } } : {}),

@@ -41,15 +41,18 @@ export function checkTimeouts(): Timeouts {
 export interface Target {
   label: string;
   port: number;
+  /** When set, the Unix socket that leads to that port (a sandboxed server's relay): connections go there. */
+  socketPath?: string;
 }
 
 /**
- * Opens a TCP connection to 127.0.0.1:port.
+ * Opens a connection to 127.0.0.1:port, or to the target's relay socket when it has one.
  * @throws ConnectError when it is refused or does not open within `timeoutMs` ms (message in the learner's language)
  */
-export function openConnection(port: number, timeoutMs: number): Promise<net.Socket> {
+export function openConnection(target: number | Pick<Target, 'port' | 'socketPath'>, timeoutMs: number): Promise<net.Socket> {
+  const { port, socketPath } = typeof target === 'number' ? { port: target, socketPath: undefined } : target;
   return new Promise((resolve, reject) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
+    const socket = socketPath ? net.connect({ path: socketPath }) : net.connect({ host: '127.0.0.1', port });
     const timer = setTimeout(() => {
       socket.destroy();
       reject(new ConnectError(t('http.connectTimeout', { port, ms: timeoutMs }), 'connect-timeout'));
@@ -60,9 +63,33 @@ export function openConnection(port: number, timeoutMs: number): Promise<net.Soc
     });
     socket.once('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      reject(err.code === 'ECONNREFUSED' ? new ConnectError(t('http.refused', { port }), 'refused') : new ConnectError(t('http.failed', { error: err.code ?? err.message }), 'failed'));
+      // A relay socket not yet made, or gone with its sandbox, is a refused connection too.
+      const refused = err.code === 'ECONNREFUSED' || (socketPath !== undefined && err.code === 'ENOENT');
+      reject(refused ? new ConnectError(t('http.refused', { port }), 'refused') : new ConnectError(t('http.failed', { error: err.code ?? err.message }), 'failed'));
     });
   });
+}
+
+/** The most of a response body the grader reads, in bytes (64 KB); a longer body ends the exchange (Exchange.truncated). */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+/**
+ * Reads at most `max` bytes of a body and stops reading there (the stream is destroyed),
+ * so no server can make the grader hold more.
+ * @returns the text read (UTF-8) and whether the body went on beyond `max`
+ */
+async function readBounded(body: AsyncIterable<Buffer>, max: number): Promise<{ text: string; truncated: boolean }> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    if (size + chunk.length > max) {
+      chunks.push(chunk.subarray(0, max - size));
+      return { text: Buffer.concat(chunks).toString('utf8'), truncated: true };
+    }
+    chunks.push(chunk);
+    size += chunk.length;
+  }
+  return { text: Buffer.concat(chunks).toString('utf8'), truncated: false };
 }
 
 /** Raised by the guard timer of an exchange that outlived its time limit. */
@@ -105,7 +132,9 @@ async function sendOn(
     // Idempotent-Replayed is Stripe's name for the same header.
     const replayed = res.headers['idempotency-replayed'] ?? res.headers['idempotent-replayed'];
     if (replayed !== undefined) exchange.replayed = Array.isArray(replayed) ? replayed.join(', ') : replayed;
-    exchange.responseBody = await res.body.text();
+    const { text, truncated } = await readBounded(res.body, MAX_BODY_BYTES);
+    exchange.responseBody = text;
+    if (truncated) exchange.truncated = true;
   } catch (err) {
     if (err instanceof GuardTimeout) delete exchange.status;
     const code = (err as { code?: string }).code;
@@ -133,7 +162,7 @@ export async function send(
 ): Promise<Exchange> {
   let socket: net.Socket;
   try {
-    socket = await openConnection(target.port, timeouts.connectMs);
+    socket = await openConnection(target, timeouts.connectMs);
   } catch (err) {
     const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody: req ? bodyText(req.body) : '', ms: 0, error: (err as Error).message, errorCode: err instanceof ConnectError ? err.code : 'failed' };
     if (req?.key !== undefined) exchange.key = req.key;
@@ -153,7 +182,7 @@ export async function sendSimultaneously(
   timeouts: Timeouts = checkTimeouts(),
 ): Promise<Exchange[]> {
   const opened = await Promise.allSettled(
-    requests.map((_, i) => openConnection(targets[i % targets.length].port, timeouts.connectMs)),
+    requests.map((_, i) => openConnection(targets[i % targets.length], timeouts.connectMs)),
   );
   return Promise.all(
     requests.map((req, i) => {

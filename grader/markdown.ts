@@ -36,14 +36,26 @@ export interface Statement {
   runOn?: number;
 }
 
-/** Markdown inline markup removed: emphasis, code ticks, links, HTML tags. */
+/** Markdown inline markup removed: emphasis, code ticks, links, HTML tags. Linear time: no part scans past the next bracket of its kind. */
 export function plain(text: string): string {
   return text
-    .replace(/<[^>]+>/g, ' ')
-    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .replace(/<[^<>]+>/g, ' ')
+    .replace(/\[([^[\]]*)\]\([^()[\]]*\)/g, '$1')
     .replace(/[*_`~]+/g, '')
     .replace(/\s+/g, ' ')
     .trim();
+}
+
+/**
+ * Whether the end of `text` (its last `window` characters) matches `pattern`, an
+ * end-anchored pattern that reads at most `window - 1` characters: linear time however
+ * long the text, where an unanchored search from every position would not be. A match
+ * that begins where the window was cut is not counted (a `\b` there is not a word's start).
+ */
+function endMatches(pattern: RegExp, text: string, window = 32): boolean {
+  if (text.length <= window) return pattern.test(text);
+  const m = pattern.exec(text.slice(-window));
+  return m !== null && m.index > 0;
 }
 
 /** How many columns a text takes on a terminal: a CJK or Hangul character takes two. */
@@ -60,7 +72,7 @@ const SENTENCE_END = /[.!?:。！？：]["')\]]*$/;
 
 /** Whether `line` goes on with the sentence of `last` (both without markup): see unwrap. */
 function continues(last: string, line: string): boolean {
-  return OPEN_END.test(last) || (!SENTENCE_END.test(last) && !LABEL_START.test(line) && (columns(last) >= 60 || /^[a-z,;)\]]/.test(line)));
+  return endMatches(OPEN_END, last) || (!endMatches(SENTENCE_END, last) && !LABEL_START.test(line) && (columns(last) >= 60 || /^[a-z,;)\]]/.test(line)));
 }
 
 /**
@@ -94,9 +106,30 @@ const ABBREVIATION = /(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl|resp|esp|ca|Mr|Mrs
 export function sentences(text: string): string[] {
   const out: string[] = [];
   let start = 0;
-  for (const m of text.matchAll(/[.!?]+["')\]]*(?=\s)|[。！？]+["')\]」』”]*/g)) {
-    const end = (m.index ?? 0) + m[0].length;
-    if (m[0].startsWith('.') && m[0].length === 1 && ABBREVIATION.test(text.slice(start, end))) continue;
+  // A scan rather than a global regex: a run of 1 MB of dots must cost 1 MB, not its square.
+  const n = text.length;
+  let i = 0;
+  while (i < n) {
+    const ch = text[i];
+    const western = ch === '.' || ch === '!' || ch === '?';
+    const cjk = ch === '。' || ch === '！' || ch === '？';
+    if (!western && !cjk) {
+      i++;
+      continue;
+    }
+    let j = i;
+    const marks = western ? '.!?' : '。！？';
+    while (j < n && marks.includes(text[j])) j++;
+    const run = j - i;
+    const closers = western ? `"')]` : `"')]」』”`;
+    while (j < n && closers.includes(text[j])) j++;
+    if (western && !(j < n && /\s/.test(text[j]))) {
+      i = j;
+      continue;
+    }
+    const end = j;
+    i = j;
+    if (ch === '.' && run === 1 && end - start > 0 && endMatches(ABBREVIATION, text.slice(start, end), 16)) continue;
     const sentence = text.slice(start, end).trim();
     if (sentence) out.push(sentence);
     start = end;
@@ -247,12 +280,73 @@ function walk(tokens: Token[], heading: string | undefined, w: Walk, runOns?: Se
   return current;
 }
 
-/** Every statement of a Markdown text, in document order. Never throws. */
+/**
+ * The most of a text parsed as Markdown by marked, in characters. marked's worst cases
+ * grow faster than the text (`[a](` or nested `>` lines); an answer is a few KB, so a
+ * longer text is read line by line instead (statementsByLine), in linear time.
+ */
+export const MARKDOWN_PARSE_LIMIT = 16 * 1024;
+
+/** The most statements read from one text: hundreds of times what an answer has, few enough for any check to weigh them all quickly. */
+export const MAX_STATEMENTS = 5000;
+
+/** Every statement of a Markdown text, in document order. Never throws. Linear time beyond MARKDOWN_PARSE_LIMIT. */
 export function statements(markdown: string): Statement[] {
+  if (markdown.length > MARKDOWN_PARSE_LIMIT) return statementsByLine(markdown);
   const w: Walk = { out: [], block: 0, lists: 0 };
   const { text, runOns } = splitRunOns(markdown.replace(/\r\n?/g, '\n'));
-  walk(marked.lexer(text), undefined, w, runOns);
-  return w.out;
+  try {
+    walk(marked.lexer(text), undefined, w, runOns);
+  } catch {
+    // Too deep for the stack (nested quotes or lists): read it line by line.
+    return statementsByLine(markdown);
+  }
+  return w.out.slice(0, MAX_STATEMENTS);
+}
+
+/**
+ * Statements read line by line, without a Markdown parser: `#` headings, table rows (the
+ * first `|` line of a run is the header, rule lines are passed over), list items, and
+ * sentences of other lines. Linear time.
+ */
+export function statementsByLine(markdown: string): Statement[] {
+  const out: Statement[] = [];
+  let block = 0;
+  let heading: string | undefined;
+  let header: string[] | undefined;
+  for (const raw of markdown.split('\n')) {
+    if (out.length >= MAX_STATEMENTS) break;
+    const line = raw.trim().replace(/^(?:>\s*)+/, '');
+    if (line === '') {
+      header = undefined;
+      continue;
+    }
+    const h = /^#{1,6}\s+(.*)$/.exec(line);
+    if (h) {
+      heading = plain(h[1].replace(/#+$/, ''));
+      out.push({ kind: 'heading', text: heading, block: block++ });
+      header = undefined;
+      continue;
+    }
+    if (line.startsWith('|')) {
+      const cells = line.replace(/^\|/, '').replace(/\|$/, '').split('|').map((c) => plain(c));
+      if (/^[\s|:-]+$/.test(line)) continue;
+      if (!header) header = cells;
+      else out.push({ kind: 'row', text: cells.join(' | '), cells, header, heading, block: block++ });
+      continue;
+    }
+    header = undefined;
+    const item = /^(?:[-*+]|\d{1,9}[.)])\s+(.*)$/.exec(line);
+    const text = plain(item ? item[1] : line);
+    if (!text) continue;
+    if (item) {
+      out.push({ kind: 'line', text, heading, block: block++ });
+      continue;
+    }
+    const b = block++;
+    for (const sentence of sentences(text)) out.push({ kind: 'line', text: sentence, heading, block: b });
+  }
+  return out;
 }
 
 /** How many letters of text a statement has, counting a CJK or Hangul character as a word. */

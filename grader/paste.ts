@@ -45,13 +45,24 @@ const REQUEST_LINE = /^\s*(?:>\s*)?POST\s+\S*\/pay\b/;
 /** The request line curl -v prints; the request headers follow it, each on a `> ` line. */
 const VERBOSE_REQUEST_LINE = /^\s*>\s*POST\s+\S*\/pay\b/;
 const PROBE_COMMAND = /(?:probe\.sh|idem-lab\s+probe)(.*)$/;
-const CURL_COMMAND = /\bcurl\b.*\/pay\b/;
+const CURL_WORD = /\bcurl\b/;
+const PAY_PATH = /\/pay\b/;
+/**
+ * `curl ... /pay` on one line: the first `curl` and a `/pay` after it, found in linear
+ * time (a `curl\b.*\/pay` search backtracks from every `curl` of a line to its end).
+ */
+function isCurlCommand(line: string): boolean {
+  const curl = CURL_WORD.exec(line);
+  return curl !== null && PAY_PATH.test(line.slice(curl.index + 4));
+}
 /** curl -v's notes on bytes sent and received: `} [27 bytes data]`, `{ [89 bytes data]`. */
 const CURL_DATA_NOTE = /^\s*[{}]\s*\[\d+ bytes data\]\s*$/;
 /** The shell's job notices, `[1] 4263` and `[1]+  Done  ./probe.sh race`: neither a body nor a command sent then. */
 const JOB_NOTICE = /^\s*\[\d+\][+-]?\s+(?:\d+\s*$|Done\b|Running\b|Exit\b|Stopped\b|Terminated\b|Killed\b)/;
 /** A line continued on the next one, as a shell reads it. */
 const CONTINUED = /\\\s*$/;
+/** The most lines one continued command is read over. */
+const MAX_CONTINUED = 64;
 
 function keyText(shown: string): string {
   return shown === '(empty)' ? '' : shown;
@@ -73,14 +84,21 @@ const VALUE_OPTION = /^--?(?:dir|port)$/;
 export function probeKey(line: string): string | null | undefined {
   const m = PROBE_COMMAND.exec(stripPrompt(line));
   if (!m) return undefined;
-  let args = m[1];
+  const args = m[1];
+  let at = 0;
   let skipValue = false;
+  // Read word by word from an index: slicing the rest off each time would cost the square of a long line.
+  const WORD = /\s*(?:(['"])(.*?)\1|(\S*))/y;
   for (;;) {
-    args = args.trimStart();
-    if (args === '' || /^(?:[|>&;<)]|\d*>)/.test(args)) return null;
-    const quoted = /^(['"])(.*?)\1/.exec(args);
-    const word = quoted ? quoted[0] : args.split(/\s+/)[0];
-    args = args.slice(word.length);
+    while (at < args.length && /\s/.test(args[at])) at++;
+    const rest = args.slice(at, at + 4);
+    if (at >= args.length || /^(?:[|>&;<)]|\d*>)/.test(rest)) return null;
+    WORD.lastIndex = at;
+    const w = WORD.exec(args);
+    if (!w || w[0].length === 0) return null;
+    at = WORD.lastIndex;
+    const quoted = w[1] !== undefined;
+    const word = quoted ? `${w[1]}${w[2]}${w[1]}` : w[3];
     if (skipValue) {
       skipValue = false;
       continue;
@@ -89,7 +107,7 @@ export function probeKey(line: string): string | null | undefined {
       skipValue = VALUE_OPTION.test(word);
       continue;
     }
-    if (quoted) return quoted[2].startsWith('{') ? null : quoted[2];
+    if (quoted) return w[2].startsWith('{') ? null : w[2];
     return word.startsWith('{') || word.startsWith('"$') ? null : word.replace(/[;&|)]+$/, '');
   }
 }
@@ -108,7 +126,7 @@ export function headerKey(line: string): string | undefined {
 export function commandKey(line: string): string | null | undefined {
   const probe = probeKey(line);
   if (probe !== undefined) return probe;
-  if (!CURL_COMMAND.test(line)) return undefined;
+  if (!isCurlCommand(line)) return undefined;
   const header = KEY_HEADER.exec(line);
   if (header) return keyText(header[1]);
   return EMPTY_KEY_HEADER.test(line) ? '' : null;
@@ -128,14 +146,17 @@ interface JsonRead {
  * following lines (pretty-printed): brackets are matched outside strings, then the text
  * between is parsed. Undefined when that is not JSON.
  */
-function readJson(lines: string[], i: number, open: '{' | '['): JsonRead | undefined {
+function readJson(lines: string[], i: number, open: '{' | '[', budget: { chars: number }): JsonRead | undefined {
   const first = lines[i].replace(/^\s*<\s?/, '');
   let text = '';
   let depth = 0;
   let inString = false;
   let escaped = false;
   for (let j = i; j < lines.length && j < i + 200; j++) {
+    // Past the budget a value is read on its own line only: linear time however many lines open one.
+    if (j > i && budget.chars <= 0) return undefined;
     const line = j === i ? first.slice(first.indexOf(open)) : lines[j].replace(/^\s*<\s?/, '');
+    budget.chars -= line.length + 1;
     for (let k = 0; k < line.length; k++) {
       const ch = line[k];
       if (inString) {
@@ -262,6 +283,8 @@ export function parsePaste(text: string): Paste {
   /** The key of the request whose response is expected next. */
   let pendingKey: string | null | undefined;
   let current: PastedResponse | undefined;
+  /** Characters JSON values may be read over across lines, in all: a few times the paste (see readJson). */
+  const budget = { chars: text.length + 4096 };
   let i = 0;
   while (i < work.length) {
     const line = work[i];
@@ -285,7 +308,7 @@ export function parsePaste(text: string): Paste {
     // A body first: a shell prompt printed right after it on the same line is read after it.
     const trimmed = line.replace(/^\s*<\s?/, '').trimStart();
     if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
-      const json = readJson(work, i, trimmed[0] as '{' | '[');
+      const json = readJson(work, i, trimmed[0] as '{' | '[', budget);
       if (json) {
         if (Array.isArray(json.value)) {
           for (const item of json.value) {
@@ -311,9 +334,19 @@ export function parsePaste(text: string): Paste {
     // A command continued with `\` (curl -H ... \ on the next lines) is read as one line.
     let command = line;
     let span = 1;
-    while (CONTINUED.test(command) && i + span < work.length) {
-      command = command.replace(CONTINUED, ' ') + work[i + span].replace(/^\s*>\s?/, '');
-      span++;
+    if (CONTINUED.test(line)) {
+      // At most MAX_CONTINUED lines, joined once: a paste of 1 MB of `\` lines must not be re-joined from every line.
+      const parts = [line.replace(CONTINUED, ' ')];
+      while (i + span < work.length && span < MAX_CONTINUED) {
+        const next = work[i + span].replace(/^\s*>\s?/, '');
+        span++;
+        if (!CONTINUED.test(next)) {
+          parts.push(next);
+          break;
+        }
+        parts.push(next.replace(CONTINUED, ' '));
+      }
+      command = parts.join('');
     }
     const key = commandKey(command);
     if (key !== undefined) {

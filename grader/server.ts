@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as delay } from 'node:timers/promises';
 import { execa, type ResultPromise } from 'execa';
 import { t } from '../i18n/index.js';
@@ -8,11 +9,18 @@ import { ServerStartFailed } from './failure.js';
 import { send } from './http.js';
 import { chargeMs, limits } from './limits.js';
 import { atExit } from './cleanup.js';
+import { bwrapArgs, prlimitArgs, type Sandbox } from './sandbox.js';
 
 /** How a server is started: an executable and its arguments, run in the workspace. */
 export interface ServerCommand {
   file: string;
   args: string[];
+  /**
+   * The sandbox to run it in (see sandbox.ts, chooseSandbox); none when absent. In a
+   * sandbox each instance runs in its own copy of the workspace, made in the folder of
+   * its IDEM_DB, the only folder it can write.
+   */
+  sandbox?: Sandbox;
 }
 
 /** The server contract's command: `python3 server.py`. */
@@ -54,11 +62,18 @@ export interface StartOptions {
    * adds after each statement outside a transaction (server contract, optional).
    */
   dbMs?: number;
+  /**
+   * The check's own temporary folder, holding the server's copy of the workspace and the
+   * database: the only folder a sandboxed server may write to. Default: IDEM_DB's folder.
+   */
+  scratch?: string;
   /** How long to wait for GET /health to answer 200, in ms (default: limits().startMs). */
   readyTimeoutMs?: number;
 }
 
 const OUTPUT_TAIL_BYTES = 4096;
+/** The relay a sandboxed server with a network of its own runs behind (relay.ts, compiled beside this file). */
+const RELAY = fileURLToPath(new URL('./relay.js', import.meta.url));
 const STOP_GRACE_MS = 1500;
 
 /** Every process group this process started and has not yet seen stopped. */
@@ -108,6 +123,8 @@ export class ServerInstance {
   /** Whether the tail lost its beginning (then output() starts at a whole line). */
   private cut = false;
   private readonly streams: Array<{ destroy(): void } | null | undefined>;
+  /** The Unix socket the grader reaches the server through (a sandbox with a network of its own), else undefined: 127.0.0.1:port. */
+  socketPath: string | undefined;
   /** True when a process had escaped the group (setsid) and had to be found and killed by pid. */
   escaped = false;
   private exitInfo: { code?: number; signal?: string } | undefined;
@@ -151,22 +168,44 @@ export class ServerInstance {
   }
 
   /**
-   * Stops the whole process group: SIGTERM, then SIGKILL after 1.5 s; returns at most 1.5 s
-   * later even if a process that left the group still holds its output (see `escaped`).
-   * Idempotent; never throws.
+   * How many processes the server left running when it was stopped: processes that
+   * outlived the server's own exit on SIGTERM, or that had left its process group
+   * (setsid daemons, found by the environment the grader gave them). Each was killed.
    */
-  async stop(): Promise<void> {
+  leftRunning = 0;
+  private stopping: Promise<void> | undefined;
+
+  /**
+   * Stops the whole process group: SIGTERM, then SIGKILL after 1.5 s; then finds, by
+   * their environment, the processes that left the group and kills them by pid (see
+   * `leftRunning`); returns at most 1.5 s later even if some process still holds the
+   * output. Idempotent; never throws.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= this.stopOnce();
+    return this.stopping;
+  }
+
+  private async stopOnce(): Promise<void> {
     killGroup(this.pid, 'SIGTERM');
     const graceful = await this.exitedWithin(STOP_GRACE_MS);
+    // Whatever still carries this instance's environment, or is still in its group once
+    // its leader is gone, was left running by the server.
+    const left = processesOf(this.pid, this.port, this.dbPath).filter((p) => p.pgid !== this.pid || graceful);
     // The leader may be gone while children it forked live on: the group gets SIGKILL either way.
     killGroup(this.pid, 'SIGKILL');
-    if (!graceful) {
-      // A process that left the group (setsid) can hold the output pipe open for ever:
-      // wait a while, then stop reading it rather than hang.
-      if (!(await this.exitedWithin(STOP_GRACE_MS))) {
-        this.escaped = killEscapees(this.port, this.dbPath) > 0;
-        this.streams.forEach((stream) => stream?.destroy());
+    for (const p of left) {
+      try {
+        process.kill(p.pid, 'SIGKILL');
+      } catch {
+        // gone meanwhile
       }
+    }
+    this.leftRunning = left.length;
+    this.escaped = left.some((p) => p.pgid !== this.pid);
+    if (!(await this.exitedWithin(STOP_GRACE_MS))) {
+      // A process that escaped even that can hold the output pipe open for ever: stop reading it rather than hang.
+      this.streams.forEach((stream) => stream?.destroy());
     }
     running.delete(this);
     reservedPorts.delete(this.port);
@@ -180,6 +219,13 @@ export class ServerInstance {
   /** Stops the group at once, synchronously: for process exit. */
   killNow(): void {
     killGroup(this.pid, 'SIGKILL');
+    for (const p of processesOf(this.pid, this.port, this.dbPath)) {
+      try {
+        process.kill(p.pid, 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }
     running.delete(this);
   }
 }
@@ -198,34 +244,61 @@ export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
   }
 }
 
+/** A live process found in /proc. */
+interface FoundProcess {
+  pid: number;
+  /** Its process group. */
+  pgid: number;
+}
+
 /**
- * Kills, by pid, every process that carries this instance's environment (PORT and
- * IDEM_DB as the grader set them) but left its process group, e.g. a daemon that called
- * setsid. Only processes this grader started can carry both values. Linux only (/proc);
- * elsewhere it finds nothing. Returns how many it killed.
+ * The live processes (zombies left out) in the process group `pgid`, or carrying the
+ * environment the grader gave one instance (PORT and IDEM_DB as set: only processes this
+ * grader started, and what they started, carry both; /proc/PID/environ keeps the
+ * environment a process was started with). Linux only (/proc); elsewhere none. Never throws.
  */
-function killEscapees(port: number, dbPath: string): number {
-  let killed = 0;
+function processesOf(pgid: number, port: number, dbPath: string): FoundProcess[] {
+  const found: FoundProcess[] = [];
   let entries: string[] = [];
   try {
     entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
   } catch {
-    return 0;
+    return found;
   }
+  const wanted = [`PORT=${port}`, `IDEM_DB=${dbPath}`];
   for (const entry of entries) {
+    const pid = Number(entry);
+    if (pid === process.pid) continue;
     try {
-      const env = fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0');
-      if (env.includes(`PORT=${port}`) && env.includes(`IDEM_DB=${dbPath}`)) {
-        process.kill(Number(entry), 'SIGKILL');
-        killed++;
+      const stat = procStat(pid);
+      if (!stat || stat.state === 'Z' || stat.state === 'X') continue;
+      if (stat.pgid === pgid) {
+        found.push({ pid, pgid: stat.pgid });
+        continue;
       }
+      const env = fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0');
+      if (wanted.every((w) => env.includes(w))) found.push({ pid, pgid: stat.pgid });
     } catch {
       // gone, or not ours to read
     }
   }
-  return killed;
+  return found;
 }
 
+/**
+ * A process's state letter, process group and start time (clock ticks after boot) from
+ * /proc/PID/stat; undefined when there is no such process. Never throws.
+ */
+export function procStat(pid: number): { state: string; pgid: number; startTicks: number } | undefined {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name, in parentheses, may hold spaces and parentheses: the fields follow its last ')'.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { state: fields[0], pgid: Number(fields[2]), startTicks: Number(fields[19]) };
+  } catch {
+    return undefined;
+  }
+}
 
 function addressInUse(output: string): boolean {
   return /address already in use|EADDRINUSE|Errno 98/i.test(output);
@@ -238,9 +311,11 @@ function addressInUse(output: string): boolean {
  *   the server's output tail is attached and the process group is stopped first
  */
 export async function startServer(options: StartOptions): Promise<ServerInstance> {
+  // The caller's folder is already a copy of the workspace for this check (LiveContext).
+  const cwd = options.workspace;
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
-    const instance = spawnServer(options, port);
+    const instance = spawnServer(options, port, cwd);
     try {
       await waitReady(instance, options.readyTimeoutMs ?? limits().startMs);
       return instance;
@@ -271,11 +346,50 @@ export function contractEnv(options: { port: number; dbPath: string; providerLog
   };
 }
 
-function spawnServer(options: StartOptions, port: number): ServerInstance {
+/** Variables of the grader's own environment a server may see: the locale and the time zone (LANG, LC_*, TZ). */
+function passedThrough(env: NodeJS.ProcessEnv): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && (name === 'LANG' || name === 'TZ' || name.startsWith('LC_'))) kept[name] = value;
+  }
+  return kept;
+}
+
+/**
+ * The whole environment of a server instance (nothing else of the grader's is passed on:
+ * no tokens, no GITHUB_*, no cloud credentials): PATH, HOME (an empty folder beside
+ * IDEM_DB), LANG, LC_* and TZ, and the contract's variables.
+ */
+export function serverEnv(options: StartOptions, port: number, home: string): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
+    HOME: home,
+    ...passedThrough(process.env),
+    ...contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
+    PYTHONUNBUFFERED: '1',
+    PYTHONDONTWRITEBYTECODE: '1',
+  };
+}
+
+function spawnServer(options: StartOptions, port: number, cwd: string): ServerInstance {
   const command = options.command ?? DEFAULT_COMMAND;
-  const subprocess = execa(command.file, command.args, {
-    cwd: options.workspace,
-    env: contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
+  // The check's own folder: the one place the server may write (its copy of the workspace and the database are in it).
+  const scratch = options.scratch ?? path.dirname(options.dbPath);
+  const home = path.join(scratch, 'home');
+  fs.mkdirSync(home, { recursive: true });
+  const { sandbox } = command;
+  // In a sandbox with a network of its own the server is reached through a Unix socket in
+  // its folder (at most 107 bytes of path, the kernel's limit), by way of relay.ts.
+  const socketPath = sandbox?.network === 'private' ? path.join(scratch, `${options.label}-${port}.sock`) : undefined;
+  const private_ = sandbox && socketPath && Buffer.byteLength(socketPath) < 104 ? { ...sandbox } : sandbox && { ...sandbox, network: 'host' as const };
+  const inner = private_?.network === 'private' ? [process.execPath, RELAY, socketPath!, String(port), command.file, ...command.args] : [command.file, ...command.args];
+  const [file, args] = private_
+    ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, [path.dirname(path.dirname(process.execPath)), path.dirname(RELAY)]), '--', ...inner]]
+    : [command.file, command.args];
+  const subprocess = execa(file, args, {
+    cwd,
+    extendEnv: false,
+    env: serverEnv(options, port, home),
     detached: true,
     stdin: 'ignore',
     all: true,
@@ -283,6 +397,7 @@ function spawnServer(options: StartOptions, port: number): ServerInstance {
     reject: false,
   });
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
+  if (private_?.network === 'private') instance.socketPath = socketPath;
   running.add(instance);
   reservedPorts.add(port);
   return instance;
@@ -290,7 +405,7 @@ function spawnServer(options: StartOptions, port: number): ServerInstance {
 
 async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
-  const target = { label: instance.label, port: instance.port };
+  const target = { label: instance.label, port: instance.port, socketPath: instance.socketPath };
   let lastAnswer = t('check.noHealth.never');
   while (performance.now() < deadline) {
     if (instance.hasExited) {
@@ -303,7 +418,8 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
     const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
     if (health.status === 200) return;
     if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
-    else if (health.errorCode !== 'refused') lastAnswer = health.error ?? lastAnswer;
+    // Through a relay, a port nobody listens on closes the connection instead of refusing it.
+    else if (health.errorCode !== 'refused' && !(instance.socketPath && /other side closed|socket hang up|ECONNRESET|EPIPE/.test(health.error ?? ''))) lastAnswer = health.error ?? lastAnswer;
     await delay(25);
   }
   throw new ServerStartFailed(

@@ -31,8 +31,10 @@ export interface Exchange {
   status?: number;
   /** The Idempotency-Replayed response header, when the server sent one. */
   replayed?: string;
-  /** The response body as text. */
+  /** The response body as text (at most its first 64 KB, see `truncated`). */
   responseBody?: string;
+  /** True when the body was longer than the grader reads (64 KB, http.ts MAX_BODY_BYTES): the exchange was ended there. */
+  truncated?: boolean;
   /** Why no answer came: a timeout or a refused connection, in one sentence (in the learner's language). */
   error?: string;
   /** What kind of failure `error` is, for code to test (the sentence is translated). */

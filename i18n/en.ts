@@ -559,6 +559,23 @@ export const en = {
   'cli.config.jsonEnd': 'it ends too early',
   'solution.open': 'Reference answers are open for {ids}: idem-lab solution {id}.',
   'cli.config.jsonToken': 'it cannot be read from "{token}" on',
+  // --- safe-grading ---
+  'check.fileOutside': '{file} points outside the workspace (to {target}), so it was not read: write the answer in the file itself.',
+  'check.fileNotRegular': '{file} is {kind}, not a regular file, so it was not read: write the answer in a plain text file.',
+  'check.fileTooLarge': '{file} is {bytes} bytes, more than the {max} bytes an answer may have, so it was not read.',
+  'check.fileRefused.why': 'An answer is a plain text file inside the workspace; the grader reads nothing else.',
+  'check.bodyTooLong': '{request} to server {server}: the response was longer than {kb} KB, so the grader stopped reading it.',
+  'check.bodyTooLong.why': 'Every answer of the server contract is a small JSON object; an endless body is not an answer.',
+  'check.leftRunning': 'Your server left a process running after it was stopped ({count} of them, server {server}); the grader killed it. A server must stop everything it started when it gets SIGTERM.',
+  'cli.noSandbox': 'no sandbox could start ({reason}). Grading runs strangers\' code, so it needs one: install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or pass --sandbox off to grade without one at your own risk.',
+  'cli.badSandbox': '--sandbox must be auto, required or off, not "{value}"',
+  'file.kind.directory': 'a directory',
+  'file.kind.fifo': 'a FIFO (named pipe)',
+  'file.kind.socket': 'a socket',
+  'file.kind.device': 'a device',
+  'file.kind.link': 'a symbolic link loop',
+  'file.kind.other': 'something else',
+  'help.sandbox': 'run each server in a bubblewrap sandbox: required (fail when none starts), auto (use one when it starts) or off',
 } as const;
 
 /** A message's key. */

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { SetupError } from '../grader/failure.js';
 import { DEFAULT_COMMAND, type ServerCommand } from '../grader/server.js';
+import { readRegularSync } from '../grader/safe-read.js';
 import type { Status } from '../grader/types.js';
 import { LAB_DIR } from './paths.js';
 import { isSameProcess, processIdentity } from './procs.js';
@@ -402,8 +403,11 @@ function configuredCommand(workspace: string): ServerCommand | undefined {
   const file = path.join(workspace, 'idem-lab.json');
   if (!fs.existsSync(file)) return undefined;
   let config: { server?: unknown };
+  // A student controls this file: read it only as a regular file of at most 64 KB (a FIFO would block).
+  const text = readRegularSync(file, 64 * 1024);
+  if (text === undefined) throw new SetupError('idem-lab.json must be a regular file');
   try {
-    config = JSON.parse(fs.readFileSync(file, 'utf8')) as { server?: unknown };
+    config = JSON.parse(text) as { server?: unknown };
   } catch (err) {
     throw new SetupError(t('cli.config.json', { file: 'idem-lab.json', error: jsonErrorWhere(err) }));
   }

@@ -84,12 +84,16 @@ const LOOP = /\bfor\b|\bwhile\b|\bseq\b|\bxargs\b|\bparallel\b|\bhey\b|\boha\b|\
  * line names one key. Lines continued with `\` are read as one.
  */
 function racedKey(lines: string[]): string | undefined {
-  const commands: string[] = [];
+  // Each command's lines are joined once, at most 64 of them: re-joining a growing command per line would cost its square.
+  const parts: string[][] = [];
+  let continued = false;
   for (const line of lines) {
-    const last = commands.length - 1;
-    if (last >= 0 && /\\\s*$/.test(commands[last])) commands[last] = commands[last].replace(/\\\s*$/, ' ') + line;
-    else commands.push(line);
+    const last = parts[parts.length - 1];
+    if (continued && last.length < 64) last.push(line);
+    else parts.push([line]);
+    continued = /\\\s*$/.test(line);
   }
+  const commands = parts.map((p) => p.map((line, i) => (i < p.length - 1 ? line.replace(/\\\s*$/, ' ') : line)).join(''));
   for (const line of commands) {
     if (!LOOP.test(line)) continue;
     const command = line.replace(/^.*?\bdo\b\s*/, '');

@@ -171,6 +171,7 @@ function excepted(text: string): boolean {
 }
 
 /** The outcomes a text names. */
+
 function outcomesIn(text: string): Outcome[] {
   const found = new Set<Outcome>();
   if (TIMEOUT_TEST.test(text)) found.add('timeout');

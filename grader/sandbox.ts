@@ -1,0 +1,207 @@
+/**
+ * The sandbox a server under test runs in: bubblewrap (Debian's `bubblewrap` package,
+ * https://github.com/containers/bubblewrap) under prlimit (util-linux).
+ *
+ * Inside it the server has its own pid namespace (nothing it forks outlives the sandbox,
+ * and it cannot signal the grader or another student's server), sees the system
+ * read-only, sees an empty read-only /tmp, /var/tmp, /run and home folder, cannot see the folders
+ * named in `hide` (the cohort's workspaces), and can write only its check's temporary
+ * folder, which holds its own copy of the workspace, IDEM_DB and the provider log, at the
+ * same path as outside (the grader opens the same sqlite file). It has a network
+ * namespace of its own, loopback only, and the grader reaches it through a Unix socket in
+ * that folder (relay.ts); where no network namespace can be made, it keeps the host's and
+ * is reached on 127.0.0.1:PORT (docs/safe-grading.md).
+ * Limits (setrlimit, per process): address space, open files, file size, CPU time, and
+ * the number of processes.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execa } from 'execa';
+
+/** --sandbox: `required` fails when no sandbox starts, `auto` runs without one then, `off` never uses one. */
+export type SandboxMode = 'auto' | 'required' | 'off';
+
+/** The sandbox modes, for option parsing. */
+export const SANDBOX_MODES: readonly SandboxMode[] = ['auto', 'required', 'off'];
+
+/** Resource limits of a sandboxed server, per process (setrlimit). */
+export interface SandboxLimits {
+  /** Address space, bytes (RLIMIT_AS). */
+  memoryBytes: number;
+  /** Open files (RLIMIT_NOFILE). */
+  openFiles: number;
+  /** Largest file it may write, bytes (RLIMIT_FSIZE). */
+  fileBytes: number;
+  /** CPU time, s (RLIMIT_CPU). */
+  cpuSeconds: number;
+  /** Processes and threads it may start beyond those running on the machine when it starts (RLIMIT_NPROC counts per user). */
+  processes: number;
+}
+
+/** Defaults: room for a Python server with a thread per request, nothing like a fork bomb or a disk filler. */
+export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
+  memoryBytes: 1024 * 1024 * 1024,
+  openFiles: 512,
+  fileBytes: 64 * 1024 * 1024,
+  cpuSeconds: 300,
+  processes: 256,
+};
+
+/** A sandbox that was seen to start. */
+export interface Sandbox {
+  /** The bwrap executable. */
+  bwrap: string;
+  /** The prlimit executable. */
+  prlimit: string;
+  /** Folders the server must not see (replaced by empty ones), absolute. */
+  hide: string[];
+  limits: SandboxLimits;
+  /**
+   * `private`: a network namespace of its own, loopback only; the grader reaches the
+   * server through a Unix-socket relay (relay.ts). `host`: the host's network namespace
+   * (where a private one cannot be made), reached on 127.0.0.1:PORT directly.
+   */
+  network: 'private' | 'host';
+}
+
+/** The bwrap the grader uses: IDEM_LAB_BWRAP when set (a path), else `bwrap` on PATH. */
+export function bwrapPath(env: NodeJS.ProcessEnv = process.env): string {
+  return env.IDEM_LAB_BWRAP || 'bwrap';
+}
+
+/** Raised when a sandbox is required and none starts; the message names the package to install. */
+export class NoSandbox extends Error {}
+
+function existingDir(dir: string): boolean {
+  try {
+    return fs.lstatSync(dir).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `inner` is `outer` or inside it. */
+function within(inner: string, outer: string): boolean {
+  const rel = path.relative(outer, inner);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+/**
+ * The bwrap arguments for a server whose writable folder is `writable`, run in `cwd`,
+ * executing `file` (an absolute interpreter path keeps working when it lives under a
+ * hidden folder, e.g. pyenv's under $HOME: its installation is bound back read-only).
+ */
+export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file: string, readable: string[] = []): string[] {
+  const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc'];
+  if (sandbox.network === 'private') args.push('--unshare-net');
+  const masked = new Set<string>();
+  const homes = [os.homedir(), process.env.HOME ?? '', '/root', '/home', '/tmp', '/var/tmp', '/run', '/var/run', os.tmpdir(), ...sandbox.hide];
+  for (const dir of homes) {
+    if (!dir || dir === '/' || !path.isAbsolute(dir)) continue;
+    const real = safeRealpath(dir);
+    if (!real || real === '/' || masked.has(real) || !existingDir(real)) continue;
+    // A folder that holds the writable one is masked all the same; the writable one is bound back below.
+    masked.add(real);
+    args.push('--tmpfs', real);
+  }
+  if (path.isAbsolute(file)) {
+    const real = safeRealpath(file) ?? file;
+    // bin/python3 -> the installation's root (two levels up), when a mask covers it.
+    const install = path.dirname(path.dirname(real));
+    if ([...masked].some((m) => within(real, m)) && install !== '/') args.push('--ro-bind', install, install);
+  }
+  for (const dir of readable) {
+    const real = safeRealpath(dir);
+    if (real && real !== '/' && [...masked].some((m) => within(real, m))) args.push('--ro-bind', real, real);
+  }
+  args.push('--bind', writable, writable);
+  // The masks are empty and read-only once the writable folder is bound in place.
+  for (const dir of masked) args.push('--remount-ro', dir);
+  args.push('--chdir', cwd);
+  if (process.getuid?.() === 0) args.push('--cap-drop', 'ALL');
+  return args;
+}
+
+function safeRealpath(p: string): string | undefined {
+  try {
+    return fs.realpathSync(p);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The prlimit arguments (before the command) for the sandbox's limits. */
+export function prlimitArgs(limits: SandboxLimits): string[] {
+  return [
+    `--as=${limits.memoryBytes}`,
+    `--nofile=${limits.openFiles}`,
+    `--fsize=${limits.fileBytes}`,
+    `--cpu=${limits.cpuSeconds}`,
+    `--nproc=${threadsRunning() + limits.processes}`,
+  ];
+}
+
+/** Threads running on the machine now (/proc/loadavg's fourth field), an upper bound of this user's count. */
+function threadsRunning(): number {
+  try {
+    const total = Number(fs.readFileSync('/proc/loadavg', 'utf8').split(/\s+/)[3]?.split('/')[1]);
+    return Number.isFinite(total) ? total : 4096;
+  } catch {
+    return 4096;
+  }
+}
+
+const probes = new Map<string, Promise<string | undefined>>();
+
+/**
+ * Starts `true` in a sandbox once (per bwrap path, per process) to see whether sandboxes
+ * start here. Never throws.
+ * @returns undefined when one started, else why not (one line)
+ */
+export function probeSandbox(bwrap: string = bwrapPath(), network: Sandbox['network'] = 'host'): Promise<string | undefined> {
+  const id = `${bwrap}\0${network}`;
+  let probe = probes.get(id);
+  if (!probe) {
+    probe = (async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-lab-probe-'));
+      try {
+        const sandbox: Sandbox = { bwrap, prlimit: 'prlimit', hide: [], limits: DEFAULT_SANDBOX_LIMITS, network };
+        const result = await execa('prlimit', [...prlimitArgs(sandbox.limits), bwrap, ...bwrapArgs(sandbox, dir, dir, '/bin/sh'), '--', '/bin/sh', '-c', 'echo > ok'], {
+          extendEnv: false,
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+          reject: false,
+          timeout: 10_000,
+          stdin: 'ignore',
+        });
+        if (result.exitCode === 0 && fs.existsSync(path.join(dir, 'ok'))) return undefined;
+        const said = String(result.stderr || result.stdout || '').trim().split('\n').pop();
+        return said || (result.failed ? String(result.shortMessage ?? 'it did not start') : `exit code ${result.exitCode}`);
+      } catch (err) {
+        return (err as Error).message;
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    })();
+    probes.set(id, probe);
+  }
+  return probe;
+}
+
+/**
+ * The sandbox to grade with under `mode`.
+ * @param hide folders no server may see (the cohort's workspaces)
+ * @returns the sandbox, or undefined for `off`, and for `auto` when none starts
+ * @throws NoSandbox for `required` when none starts: the message names the bubblewrap package
+ */
+export async function chooseSandbox(mode: SandboxMode, hide: string[] = []): Promise<Sandbox | undefined> {
+  if (mode === 'off') return undefined;
+  const bwrap = bwrapPath();
+  const base = { bwrap, prlimit: 'prlimit', hide: hide.map((d) => path.resolve(d)), limits: DEFAULT_SANDBOX_LIMITS };
+  // A network namespace of its own where one can be made, else the host's.
+  if ((await probeSandbox(bwrap, 'private')) === undefined) return { ...base, network: 'private' };
+  const why = await probeSandbox(bwrap, 'host');
+  if (why === undefined) return { ...base, network: 'host' };
+  if (mode === 'required') throw new NoSandbox(why);
+  return undefined;
+}
