@@ -95,7 +95,7 @@ async function snoop(sandboxed: boolean): Promise<{ report: SnoopReport; result:
 function assertAllowListed(env: Record<string, string>): void {
   for (const name of Object.keys(SECRETS)) assert.equal(env[name], undefined, `${name} is not passed to the server`);
   // bwrap sets PWD to the folder it starts the server in.
-  const allowed = /^(PWD|PATH|HOME|LANG|LC_\w+|TZ|PORT|IDEM_DB|IDEM_CHARGE_MS|IDEM_PROVIDER_LOG|PYTHONUNBUFFERED|PYTHONDONTWRITEBYTECODE)$/;
+  const allowed = /^(PWD|PATH|HOME|LANG|LC_\w+|TZ|PORT|IDEM_DB|IDEM_CHARGE_MS|IDEM_DB_MS|IDEM_PROVIDER_LOG|PYTHONUNBUFFERED|PYTHONDONTWRITEBYTECODE)$/;
   // Python itself may add LC_CTYPE when it coerces the C locale.
   for (const name of Object.keys(env)) assert.match(name, allowed, `${name} is on the allow-list`);
   assert.ok(env.PORT && env.IDEM_DB && env.IDEM_CHARGE_MS, 'the contract variables are set');
@@ -312,9 +312,13 @@ function serverOfGrader(graderPid: number): { pid: number; dir: string } | undef
     try {
       const db = fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').find((v) => v.startsWith('IDEM_DB='));
       if (!db) continue;
-      const dir = path.dirname(db.slice('IDEM_DB='.length));
-      const marker = JSON.parse(fs.readFileSync(path.join(dir, RUN_MARKER), 'utf8')) as { pid: number };
-      if (marker.pid === graderPid) return { pid: Number(entry), dir };
+      // The marker is in the check's folder, which holds the server's copy and its database.
+      for (let dir = path.dirname(db.slice('IDEM_DB='.length)); dir !== path.dirname(dir); dir = path.dirname(dir)) {
+        if (!fs.existsSync(path.join(dir, RUN_MARKER))) continue;
+        const marker = JSON.parse(fs.readFileSync(path.join(dir, RUN_MARKER), 'utf8')) as { pid: number };
+        if (marker.pid === graderPid) return { pid: Number(entry), dir };
+        break;
+      }
     } catch {
       // not a server, or not ours
     }
