@@ -97,10 +97,13 @@ export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file:
   if (sandbox.network === 'private') args.push('--unshare-net');
   const masked = new Set<string>();
   const homes = [os.homedir(), process.env.HOME ?? '', '/root', '/home', '/tmp', '/var/tmp', '/run', '/var/run', os.tmpdir(), ...sandbox.hide];
-  for (const dir of homes) {
-    if (!dir || dir === '/' || !path.isAbsolute(dir)) continue;
-    const real = safeRealpath(dir);
-    if (!real || real === '/' || masked.has(real) || !existingDir(real)) continue;
+  const reals = homes
+    .filter((dir) => dir && dir !== '/' && path.isAbsolute(dir))
+    .map((dir) => safeRealpath(dir))
+    .filter((real): real is string => !!real && real !== '/' && existingDir(real));
+  for (const real of reals) {
+    // A folder inside another masked one is hidden with it (and could not be masked again: it is gone).
+    if (masked.has(real) || reals.some((other) => other !== real && within(real, other))) continue;
     // A folder that holds the writable one is masked all the same; the writable one is bound back below.
     masked.add(real);
     args.push('--tmpfs', real);
