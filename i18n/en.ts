@@ -576,6 +576,8 @@ export const en = {
   'file.kind.link': 'a symbolic link loop',
   'file.kind.other': 'something else',
   'help.sandbox': 'run each server in a bubblewrap sandbox: required (fail when none starts), auto (use one when it starts) or off',
+  // --- solution ---
+  'solution.notShipped': 'The reference code is not part of the installed package; a clone of the idem-lab repository has it in lab/answers/.',
 } as const;
 
 /** A message's key. */

@@ -558,4 +558,6 @@ export const ko: Record<MessageKey, string> = {
   'file.kind.link': '순환하는 심볼릭 링크',
   'file.kind.other': '다른 종류의 항목',
   'help.sandbox': '각 서버를 bubblewrap 샌드박스에서 실행합니다: required(시작하지 못하면 실패), auto(시작되면 사용), off',
+  // --- solution ---
+  'solution.notShipped': '참고 답안 코드는 설치된 패키지에 들어 있지 않습니다. idem-lab 저장소를 클론하면 lab/answers/ 폴더에서 볼 수 있습니다.',
 };

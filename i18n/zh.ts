@@ -558,4 +558,6 @@ export const zh: Record<MessageKey, string> = {
   'file.kind.link': '循环的符号链接',
   'file.kind.other': '其他类型的条目',
   'help.sandbox': '在 bubblewrap 沙箱中运行每个服务器：required（无法启动时失败）、auto（能启动就使用）或 off',
+  // --- solution ---
+  'solution.notShipped': '安装的软件包里不含参考答案的代码；克隆 idem-lab 仓库后可以在 lab/answers/ 中看到。',
 };

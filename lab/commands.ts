@@ -389,6 +389,8 @@ export function solutionCommand(selector: string | undefined, options: Workspace
   console.log(t(`answer.${step.id}` as MessageKey));
   if (answer.server) console.log(`\n${c.dim(t('solution.server'))}\n\n${fs.readFileSync(answer.server, 'utf8').trimEnd()}`);
   if (answer.file && step.file) console.log(`\n${c.dim(t('solution.file', { file: step.file.name }))}\n\n${fs.readFileSync(answer.file, 'utf8').trimEnd()}`);
+  // The npm package leaves the reference answers out (they are the graded work); a clone of the repository has them.
+  if (!answer.server && !answer.file) console.log(`\n${c.dim(t('solution.notShipped'))}`);
   return 0;
 }
 
