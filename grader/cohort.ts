@@ -139,7 +139,7 @@ export async function gradeWorkspace(student: string, dir: string, options: Pick
   try {
     command = openWorkspace(workspace).command;
     if (options.steps.some((s) => s.live) && !commandExists(command.file)) {
-      throw new SetupError(`${command.file} is not installed or not on PATH: the live checks run the server with it`);
+      throw new SetupError(t('cli.noInterpreter', { file: command.file }));
     }
   } catch (err) {
     return setupError((err as Error).message);

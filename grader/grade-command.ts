@@ -51,7 +51,7 @@ function wholeNumber(value: string | undefined, name: string, fallback: number, 
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!Number.isFinite(n) || n < min || (name === '--jobs' && !Number.isInteger(n))) {
-    throw new SetupError(`${name} must be ${name === '--jobs' ? 'a whole number' : 'a number'} of ${min} or more, not "${value}"`);
+    throw new SetupError(t(name === '--jobs' ? 'grade.badWhole' : 'grade.badNumber', { name, min, value }));
   }
   return n;
 }
@@ -61,7 +61,7 @@ function write(file: string, text: string): void {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
     fs.writeFileSync(file, text);
   } catch (err) {
-    throw new SetupError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new SetupError(t('reporter.cannotWrite', { file, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message }));
   }
 }
 
@@ -105,7 +105,7 @@ export function cohortProgress(total: number, stream: NodeJS.WriteStream = proce
  * @throws SetupError for a usage error: no folder, a bad --jobs/--timeout, a bad --config
  */
 export async function gradeCommand(dirs: string[], options: GradeCommandOptions): Promise<number> {
-  if (dirs.length === 0) throw new SetupError('name at least one student workspace: idem-lab grade DIR...');
+  if (dirs.length === 0) throw new SetupError(t('grade.noDirs'));
   const jobs = wholeNumber(options.jobs, '--jobs', 1);
   const timeoutMs = Math.round(wholeNumber(options.timeout, '--timeout', DEFAULT_WORKSPACE_TIMEOUT_MS / 1000, 0.001) * 1000);
   const config = options.config ? readGradingConfig(options.config) : defaultGradingConfig();

@@ -578,6 +578,20 @@ export const en = {
   'help.sandbox': 'run each server in a bubblewrap sandbox: required (fail when none starts), auto (use one when it starts) or off',
   // --- solution ---
   'solution.notShipped': 'The reference code is not part of the installed package; a clone of the idem-lab repository has it in lab/answers/.',
+  // --- reporter-texts ---
+  'reporter.unknown': 'unknown reporter "{name}"; the reporters are {names}',
+  'reporter.twice': '--reporter {name} is named twice',
+  'reporter.noFile': 'the {name} reporter writes to the terminal and takes no file; only {names} do (redirect stdout instead)',
+  'reporter.noFile.github': 'the {name} reporter writes to the terminal and takes no file; only {names} do (it writes the job summary to $GITHUB_STEP_SUMMARY itself)',
+  'reporter.emptyFile': '--reporter {name}= needs a file name after =',
+  'reporter.outputAlone': '--output {output} needs --reporter json, junit or tap (without its own =FILE) to write there',
+  'reporter.outputShared': '--output names one file, but {names} would both write to it: give each its own file, e.g. --reporter {second}=FILE',
+  'reporter.stdoutShared': '{names} would all write to stdout: send {first} to a file with --output FILE',
+  'reporter.cannotWrite': 'cannot write {file}: {error}',
+  'reporter.cannotAppend': 'cannot append to {file}: {error}',
+  'grade.badWhole': '{name} must be a whole number of {min} or more, not "{value}"',
+  'grade.badNumber': '{name} must be a number of {min} or more, not "{value}"',
+  'grade.noDirs': 'name at least one student workspace: idem-lab grade DIR...',
 } as const;
 
 /** A message's key. */

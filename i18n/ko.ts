@@ -560,4 +560,18 @@ export const ko: Record<MessageKey, string> = {
   'help.sandbox': '각 서버를 bubblewrap 샌드박스에서 실행합니다: required(시작하지 못하면 실패), auto(시작되면 사용), off',
   // --- solution ---
   'solution.notShipped': '참고 답안 코드는 설치된 패키지에 들어 있지 않습니다. idem-lab 저장소를 클론하면 lab/answers/ 폴더에서 볼 수 있습니다.',
+  // --- reporter-texts ---
+  'reporter.unknown': '"{name}" 보고 형식은 없습니다. 쓸 수 있는 보고 형식: {names}',
+  'reporter.twice': '--reporter {name} 옵션이 두 번 주어졌습니다',
+  'reporter.noFile': '{name} 보고 형식은 터미널에 쓰므로 파일을 받지 않습니다. 파일을 받는 형식: {names} (대신 표준 출력을 리디렉션하세요)',
+  'reporter.noFile.github': '{name} 보고 형식은 터미널에 쓰므로 파일을 받지 않습니다. 파일을 받는 형식: {names} (작업 요약은 스스로 $GITHUB_STEP_SUMMARY에 씁니다)',
+  'reporter.emptyFile': '--reporter {name}= 옵션은 = 뒤에 파일 이름이 있어야 합니다',
+  'reporter.outputAlone': '--output {output} 옵션을 쓰려면 그 파일에 쓸 --reporter json, junit, tap 가운데 하나(=FILE 없이)가 있어야 합니다',
+  'reporter.outputShared': '--output 옵션은 파일 하나를 가리키는데 {names} 보고 형식이 모두 그 파일에 쓰게 됩니다. 각자 파일을 주세요. 예: --reporter {second}=FILE',
+  'reporter.stdoutShared': '{names} 보고 형식이 모두 표준 출력에 쓰게 됩니다. --output FILE 옵션으로 {first} 보고 형식은 파일로 보내세요',
+  'reporter.cannotWrite': '{file} 파일에 쓸 수 없습니다: {error}',
+  'reporter.cannotAppend': '{file} 파일에 덧붙일 수 없습니다: {error}',
+  'grade.badWhole': '{name} 값은 {min} 이상의 정수여야 합니다. 받은 값: "{value}"',
+  'grade.badNumber': '{name} 값은 {min} 이상의 수여야 합니다. 받은 값: "{value}"',
+  'grade.noDirs': '학생 작업 폴더를 하나 이상 주세요: idem-lab grade DIR...',
 };

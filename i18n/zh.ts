@@ -560,4 +560,18 @@ export const zh: Record<MessageKey, string> = {
   'help.sandbox': '在 bubblewrap 沙箱中运行每个服务器：required（无法启动时失败）、auto（能启动就使用）或 off',
   // --- solution ---
   'solution.notShipped': '安装的软件包里不含参考答案的代码；克隆 idem-lab 仓库后可以在 lab/answers/ 中看到。',
+  // --- reporter-texts ---
+  'reporter.unknown': '没有名为“{name}”的报告器；可用的报告器有 {names}',
+  'reporter.twice': '--reporter {name} 指定了两次',
+  'reporter.noFile': '{name} 报告器写到终端，不接受文件；只有 {names} 接受（请改为重定向标准输出）',
+  'reporter.noFile.github': '{name} 报告器写到终端，不接受文件；只有 {names} 接受（作业摘要它会自己写到 $GITHUB_STEP_SUMMARY）',
+  'reporter.emptyFile': '--reporter {name}= 的 = 后面需要文件名',
+  'reporter.outputAlone': '--output {output} 需要一个 --reporter json、junit 或 tap（不带自己的 =FILE）来写入',
+  'reporter.outputShared': '--output 只指定一个文件，但 {names} 都会写进去：请给每个报告器各自的文件，例如 --reporter {second}=FILE',
+  'reporter.stdoutShared': '{names} 都会写到标准输出：请用 --output FILE 把 {first} 写到文件',
+  'reporter.cannotWrite': '无法写入 {file}：{error}',
+  'reporter.cannotAppend': '无法追加到 {file}：{error}',
+  'grade.badWhole': '{name} 必须是不小于 {min} 的整数，而不是“{value}”',
+  'grade.badNumber': '{name} 必须是不小于 {min} 的数，而不是“{value}”',
+  'grade.noDirs': '请至少指定一个学生工作区：idem-lab grade DIR...',
 };

@@ -9,6 +9,7 @@
  *   github  GitHub Actions: log groups and annotations on stdout, the job summary to
  *           $GITHUB_STEP_SUMMARY, the Classroom `result` to $GITHUB_OUTPUT (each when set)
  */
+import { t } from '../../i18n/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { SetupError } from '../failure.js';
@@ -48,27 +49,27 @@ export function chooseReporters(values: readonly string[], output?: string): Rep
     const name = (eq < 0 ? item : item.slice(0, eq)).toLowerCase();
     const file = eq < 0 ? undefined : item.slice(eq + 1);
     if (!(REPORTER_NAMES as readonly string[]).includes(name)) {
-      throw new SetupError(`unknown reporter "${name}"; the reporters are ${REPORTER_NAMES.join(', ')}`);
+      throw new SetupError(t('reporter.unknown', { name, names: REPORTER_NAMES.join(', ') }));
     }
-    if (choices.some((c) => c.name === name)) throw new SetupError(`--reporter ${name} is named twice`);
+    if (choices.some((c) => c.name === name)) throw new SetupError(t('reporter.twice', { name }));
     if (file !== undefined && !DOCUMENT_REPORTERS.includes(name as ReporterName)) {
-      throw new SetupError(`the ${name} reporter writes to the terminal and takes no file; only ${DOCUMENT_REPORTERS.join(', ')} do (${name === 'github' ? 'it writes the job summary to $GITHUB_STEP_SUMMARY itself' : 'redirect stdout instead'})`);
+      throw new SetupError(t(name === 'github' ? 'reporter.noFile.github' : 'reporter.noFile', { name, names: DOCUMENT_REPORTERS.join(', ') }));
     }
-    if (file === '') throw new SetupError(`--reporter ${name}= needs a file name after =`);
+    if (file === '') throw new SetupError(t('reporter.emptyFile', { name }));
     choices.push(file === undefined ? { name: name as ReporterName } : { name: name as ReporterName, file });
   }
   if (choices.length === 0) choices.push({ name: 'human' });
   if (output !== undefined) {
     const open = choices.filter((c) => DOCUMENT_REPORTERS.includes(c.name) && c.file === undefined);
-    if (open.length === 0) throw new SetupError(`--output ${output} needs --reporter json, junit or tap (without its own =FILE) to write there`);
-    if (open.length > 1) throw new SetupError(`--output names one file, but ${open.map((c) => c.name).join(' and ')} would both write to it: give each its own file, e.g. --reporter ${open[1].name}=FILE`);
+    if (open.length === 0) throw new SetupError(t('reporter.outputAlone', { output }));
+    if (open.length > 1) throw new SetupError(t('reporter.outputShared', { names: open.map((c) => c.name).join(', '), second: open[1].name }));
     open[0].file = output;
   }
   const toStdout = choices.filter((c) => DOCUMENT_REPORTERS.includes(c.name) && c.file === undefined);
   const shared = choices.filter((c) => c.name === 'human' || c.name === 'github');
   if (toStdout.length > 1 || (toStdout.length === 1 && shared.length > 0)) {
     const names = [...toStdout, ...shared].map((c) => c.name).join(' and ');
-    throw new SetupError(`${names} would all write to stdout: send ${toStdout[0].name} to a file with --output FILE`);
+    throw new SetupError(t('reporter.stdoutShared', { names, first: toStdout[0].name }));
   }
   return choices;
 }
@@ -104,7 +105,7 @@ function writeFile(file: string, text: string): void {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
     fs.writeFileSync(file, text);
   } catch (err) {
-    throw new SetupError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new SetupError(t('reporter.cannotWrite', { file, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message }));
   }
 }
 
@@ -112,7 +113,7 @@ function appendFile(file: string, text: string): void {
   try {
     fs.appendFileSync(file, text);
   } catch (err) {
-    throw new SetupError(`cannot append to ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw new SetupError(t('reporter.cannotAppend', { file, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message }));
   }
 }
 
