@@ -49,7 +49,16 @@ function soaked(): Array<{ name: string; expect: Record<string, string> }> {
 }
 
 const busy: ChildProcess[] = Array.from({ length: Number(values.load) }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' }));
-const stopBusy = () => busy.forEach((p) => p.pid && process.kill(p.pid, 'SIGKILL'));
+/** Stops the busy loops by pid, once; never throws. */
+const stopBusy = () => {
+  for (const p of busy.splice(0)) {
+    try {
+      if (p.pid) process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+};
 process.on('exit', stopBusy);
 installExitHooks();
 
