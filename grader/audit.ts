@@ -14,7 +14,7 @@
  */
 import { t } from '../i18n/index.js';
 import { CheckFailed } from './failure.js';
-import { describeRequest, paymentOf } from './expect-http.js';
+import { describeCharge, describeRequest, paymentOf } from './expect-http.js';
 import type { Charge, LiveContext } from './context.js';
 import type { Exchange, LedgerRow } from './types.js';
 
@@ -73,10 +73,6 @@ export function paymentsOf(exchanges: Exchange[]): { payments: Payment[]; refuse
   return { payments, refused };
 }
 
-function chargeLine(c: Charge): string {
-  return t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '');
-}
-
 /** The payment_id the first answer of a payment gave, when it gave one. */
 function answeredId(p: Payment): unknown {
   try {
@@ -121,7 +117,7 @@ function auditStatement(ctx: LiveContext, payments: Payment[], refused: Map<stri
     if (got.length === paid.length) continue;
     const [user, amount] = [got[0]?.user ?? paid[0]?.body.user, got[0]?.amount ?? paid[0]?.body.amount];
     const what = t('check.charges.userAmount', { user: JSON.stringify(user), amount: amount as number });
-    const details = got.map(chargeLine);
+    const details = got.map(describeCharge);
     const noRefusals = refused.get(id) ?? [];
     if (got.length > paid.length && paid.length === 0 && noRefusals.length > 0) {
       throw new CheckFailed(

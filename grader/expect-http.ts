@@ -7,7 +7,7 @@ import { t } from '../i18n/index.js';
 import { CheckFailed } from './failure.js';
 import { responseJson } from './http.js';
 import { rowsForKey } from './ledger.js';
-import type { LiveContext } from './context.js';
+import type { Charge, LiveContext } from './context.js';
 import type { Exchange, LedgerRow } from './types.js';
 
 /** `POST /pay on A with key "k1"`, `... with no Idempotency-Key`, `... with an empty Idempotency-Key`. */
@@ -67,6 +67,11 @@ export function paymentOf(exchange: Exchange): Record<string, unknown> {
   if (typeof payment.charged_at !== 'string') problems.push(t('check.payment.field', { field: 'charged_at', got: String(JSON.stringify(payment.charged_at)) }));
   if (problems.length > 0) throw fail(problems);
   return payment;
+}
+
+/** One charge of the provider's statement as a failure shows it: `charged mina_48213 4210 at … by pid 42`. */
+export function describeCharge(c: Charge): string {
+  return t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '');
 }
 
 /** The fields in which two JSON bodies differ, as `charged_at: "…" then "…"`. */
@@ -139,7 +144,7 @@ export function expectCharges(ctx: LiveContext, payment: { user: string; amount?
     throw new CheckFailed(
       t('check.audit.refusedCharged', { what, n: mine.length, request: describeRequest(refused), status: String(refused.status ?? t('check.audit.noAnswer')) }),
       why,
-      { exchanges, details: mine.map((c) => t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '')) },
+      { exchanges, details: mine.map(describeCharge) },
     );
   }
   if (mine.length !== count) {
@@ -150,7 +155,7 @@ export function expectCharges(ctx: LiveContext, payment: { user: string; amount?
     throw new CheckFailed(
       t('check.charges', { ran, what, must }),
       why,
-      { exchanges, details: mine.map((c) => t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '')) },
+      { exchanges, details: mine.map(describeCharge) },
     );
   }
 }

@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed } from './failure.js';
 import { t } from '../i18n/index.js';
 import { checkTimeouts, responseJson, type PayRequest } from './http.js';
-import { expectCharges, expectRows } from './expect-http.js';
+import { describeCharge, expectCharges, expectRows } from './expect-http.js';
 import { rowsForKey } from './ledger.js';
 import type { LiveContext } from './context.js';
 import type { ServerInstance } from './server.js';
@@ -77,7 +77,7 @@ export async function raceRound(
     throw new CheckFailed(
       t('check.race.doubled', { name, charges: charges.length, rows: rows.length, size: RACE_SIZE, where: at }),
       t('check.race.rows.why', { size: RACE_SIZE }),
-      { exchanges, ledger: rows, details: charges.map((c) => t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '')) },
+      { exchanges, ledger: rows, details: charges.map(describeCharge) },
     );
   }
   const unanswered = exchanges.filter((e) => e.error !== undefined);

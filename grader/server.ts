@@ -366,8 +366,6 @@ export function serverEnv(options: StartOptions, port: number, home: string): Re
     HOME: home,
     ...passedThrough(process.env),
     ...contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
-    PYTHONUNBUFFERED: '1',
-    PYTHONDONTWRITEBYTECODE: '1',
   };
 }
 

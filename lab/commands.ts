@@ -362,7 +362,13 @@ export const ANSWERS_DIR = path.join(LAB_DIR, 'answers');
 export function answerFiles(step: Step, lang = language()): { server?: string; file?: string } {
   const base = path.join(ANSWERS_DIR, `${step.id}-${step.slug}`);
   const out: { server?: string; file?: string } = {};
-  if (step.live && fs.existsSync(`${base}.py`)) out.server = `${base}.py`;
+  // A live step without a handle_pay of its own shares the latest earlier one (06's is 05's).
+  if (step.live) {
+    out.server = STEPS.filter((s) => s.live && s.id <= step.id)
+      .map((s) => path.join(ANSWERS_DIR, `${s.id}-${s.slug}.py`))
+      .reverse()
+      .find((f) => fs.existsSync(f));
+  }
   if (step.file) {
     const ext = path.extname(step.file.name);
     const candidates = [`${base}.${lang}${ext}`, `${base}${ext}`, `${base}.en${ext}`];

@@ -29,28 +29,6 @@ export const SERVER_LOG = 's.log';
 export const PROVIDER_LOG = 'provider.log';
 
 
-/**
- * Whether `pid` is a live process running the server command (its command line names the
- * command's last argument, e.g. server.py).
- * @deprecated says nothing of which workspace's server it is: use recordedServer
- */
-export function isServerProcess(pid: number | undefined, command: ServerCommand): boolean {
-  if (!pid || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-    if (cmdline === '') return false; // a zombie
-    const marker = command.args[command.args.length - 1] ?? command.file;
-    return cmdline.includes(marker);
-  } catch {
-    return true; // no /proc: trust kill(0)
-  }
-}
-
 /** What the state file's record of a server amounts to, as /proc shows it now. */
 export type RecordedServer =
   | { kind: 'none' }
