@@ -15,7 +15,7 @@
 import { t } from '../i18n/index.js';
 import { CheckFailed } from './failure.js';
 import { describeCharge, describeRequest, paymentOf } from './expect-http.js';
-import type { Charge, LiveContext } from './context.js';
+import type { Charge, CheckDatabase, LiveContext } from './context.js';
 import type { Exchange, LedgerRow } from './types.js';
 
 /** A payment body as the grader sent it. */
@@ -87,22 +87,26 @@ function rowMatches(row: LedgerRow, p: Payment): boolean {
 }
 
 /**
- * Checks the statement and the whole ledger against every request of the check.
+ * Checks the statement and the whole ledger against every request of the check: each
+ * database of the check (see LiveContext.databases) against the requests sent to the
+ * instances on it.
  * @throws CheckFailed naming the first request whose money or row is wrong
  */
 export function auditPayments(ctx: LiveContext): void {
   // Every success must be a payment as the contract writes it, for what was sent.
   for (const exchange of ctx.exchanges) if (exchange.status === 201 && bodyOf(exchange)) paymentOf(exchange);
-  const { payments, refused } = paymentsOf(ctx.exchanges);
-  auditStatement(ctx, payments, refused);
-  auditLedger(ctx, payments);
+  for (const db of ctx.databases()) {
+    const { payments, refused } = paymentsOf(db.exchanges);
+    auditStatement(ctx, db, payments, refused);
+    auditLedger(ctx, db, payments);
+  }
 }
 
-function auditStatement(ctx: LiveContext, payments: Payment[], refused: Map<string, Exchange[]>): void {
-  const charges = ctx.charges();
+function auditStatement(ctx: LiveContext, db: CheckDatabase, payments: Payment[], refused: Map<string, Exchange[]>): void {
+  const charges = ctx.charges(db);
   if (charges === undefined) {
     if (payments.length === 0) return;
-    throw new CheckFailed(t('check.audit.noStatement', { log: ctx.providerLog, count: payments.length }), t('check.audit.noStatement.why'), {
+    throw new CheckFailed(t('check.audit.noStatement', { log: db.providerLog, count: payments.length }), t('check.audit.noStatement.why'), {
       exchanges: [payments[0].first],
     });
   }
@@ -139,7 +143,7 @@ function auditStatement(ctx: LiveContext, payments: Payment[], refused: Map<stri
     }
     const missing = paid[got.length];
     throw new CheckFailed(
-      t(charges.length === 0 ? 'check.audit.emptyStatement' : 'check.audit.missingCharge', { what, n: got.length, payments: paid.length, log: ctx.providerLog }),
+      t(charges.length === 0 ? 'check.audit.emptyStatement' : 'check.audit.missingCharge', { what, n: got.length, payments: paid.length, log: db.providerLog }),
       t('check.audit.missingCharge.why'),
       { exchanges: [missing.first], details },
     );
@@ -152,8 +156,8 @@ function sameBody(exchange: Exchange, row: LedgerRow): boolean {
   return body !== undefined && body.user === row.user && body.amount === row.amount;
 }
 
-function auditLedger(ctx: LiveContext, payments: Payment[]): void {
-  const rows = ctx.ledger();
+function auditLedger(ctx: LiveContext, db: CheckDatabase & { exchanges: Exchange[] }, payments: Payment[]): void {
+  const rows = ctx.ledger(db);
   const unmatched = [...rows];
   for (const p of payments) {
     const i = unmatched.findIndex((row) => rowMatches(row, p));
@@ -171,7 +175,7 @@ function auditLedger(ctx: LiveContext, payments: Payment[]): void {
     throw new CheckFailed(
       t('check.audit.extraRow', { count: rows.length, payments: payments.length, id: row.payment_id, key: row.idempotency_key === null ? t('check.audit.noKeyColumn') : JSON.stringify(row.idempotency_key) }),
       t('check.audit.extraRow.why'),
-      { ledger: rows, exchanges: ctx.exchanges.filter((e) => sameBody(e, row)).slice(0, 6) },
+      { ledger: rows, exchanges: db.exchanges.filter((e) => sameBody(e, row)).slice(0, 6) },
     );
   }
 }

@@ -7,6 +7,7 @@ import { CheckFailed } from './failure.js';
 import { readLedger } from './ledger.js';
 import { send, sendSimultaneously, type PayRequest, type Timeouts } from './http.js';
 import { TestData, type Seed } from './seed.js';
+import { RUN_MARKER } from './stale.js';
 import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import type { Exchange, LedgerRow } from './types.js';
@@ -24,6 +25,18 @@ export interface InstanceOptions {
   chargeMs?: number;
   /** IDEM_DB_MS for this instance, in ms: a slow database round trip. Default 0. */
   dbMs?: number;
+  /**
+   * Run it on a database (and a provider's statement) of its own, from a copy of the
+   * workspace of its own: a server nothing else of the check shares anything with, so
+   * that its round is timed and judged alone. Default: the check's database.
+   */
+  ownDatabase?: boolean;
+}
+
+/** One database of a check: its sqlite file (IDEM_DB) and its provider's statement (IDEM_PROVIDER_LOG), absolute paths. */
+export interface CheckDatabase {
+  dbPath: string;
+  providerLog: string;
 }
 
 /** What the grader leaves out of a server's copy of the workspace: the learner's own runtime files. */
@@ -57,6 +70,8 @@ export class LiveContext {
   /** Advice that does not fail the step. */
   readonly warnings: string[] = [];
   private readonly servers: ServerInstance[] = [];
+  /** The database each instance runs on, by instance. */
+  private readonly databaseOf = new Map<ServerInstance, CheckDatabase>();
   /** Labels handed out so far; counted at the call, so instances started together get distinct ones. */
   private labelsGiven = 0;
   private readonly command: ServerCommand | undefined;
@@ -100,6 +115,12 @@ export class LiveContext {
    */
   private copyWorkspace(): string {
     const dest = this.copyPaths[this.copies++] ?? this.copyPath();
+    this.copyInto(dest);
+    return dest;
+  }
+
+  /** Copies the learner's workspace into `dest` (see copyWorkspace). */
+  private copyInto(dest: string): void {
     fs.mkdirSync(dest, { recursive: true });
     for (const entry of fs.readdirSync(this.workspace)) {
       const from = path.join(this.workspace, entry);
@@ -108,7 +129,37 @@ export class LiveContext {
       if (entry === 'node_modules') fs.symlinkSync(from, path.join(dest, entry));
       else if (!NOT_COPIED.test(entry)) fs.cpSync(from, path.join(dest, entry), { recursive: true, verbatimSymlinks: true, filter: copyable });
     }
-    return dest;
+  }
+
+  /**
+   * Puts the check's folder back as it was before any server ran, but for the databases:
+   * everything the servers wrote is removed (their HOME, files beside IDEM_DB, anything
+   * in their copies of the workspace or around them) except each database (IDEM_DB and
+   * its -wal, -shm and -journal files) and its provider's statement, and every copy of the
+   * workspace is copied again, so a file a server changed is the learner's again. As pods
+   * restarted from their image keep only their volume: a server that keeps its
+   * idempotency records anywhere but IDEM_DB has lost them.
+   * @throws Error when an instance of the check is still running (stop them first)
+   */
+  renewCopies(): void {
+    if (this.servers.some((s) => !s.hasExited)) throw new Error('renewCopies: stop every instance of the check first');
+    // The grader's own mark of the run (stale.ts) stays too.
+    const kept = new Set<string>([path.join(this.tmpDir, RUN_MARKER)]);
+    for (const db of [this.mainDatabase, ...this.databaseOf.values()]) {
+      for (const suffix of ['', '-wal', '-shm', '-journal']) kept.add(db.dbPath + suffix);
+      kept.add(db.providerLog);
+    }
+    const holds = (dir: string) => [...kept].some((file) => file.startsWith(dir + path.sep));
+    const prune = (dir: string) => {
+      for (const entry of fs.readdirSync(dir)) {
+        const full = path.join(dir, entry);
+        if (kept.has(full)) continue;
+        if (holds(full) && fs.lstatSync(full).isDirectory()) prune(full);
+        else fs.rmSync(full, { recursive: true, force: true });
+      }
+    };
+    prune(this.tmpDir);
+    for (const dest of this.copyPaths.slice(0, this.copies)) this.copyInto(dest);
   }
 
   /**
@@ -120,11 +171,12 @@ export class LiveContext {
     if (this.stoppedFor !== undefined) throw new Error(`grading was stopped: ${this.stoppedFor}`);
     const label = String.fromCharCode(65 + this.labelsGiven++);
     if (this.copies === 0) this.copyWorkspace();
-    const cwd = options.ownCopy ? this.copyWorkspace() : path.dirname(this.dbPath);
+    const cwd = options.ownCopy || options.ownDatabase ? this.copyWorkspace() : path.dirname(this.dbPath);
+    const database = options.ownDatabase ? { dbPath: path.join(cwd, 'lab.db'), providerLog: path.join(cwd, 'provider.log') } : this.mainDatabase;
     const instance = await startServer({
       workspace: cwd,
-      dbPath: this.dbPath,
-      providerLog: this.providerLog,
+      dbPath: database.dbPath,
+      providerLog: database.providerLog,
       label,
       command: this.command,
       scratch: this.tmpDir,
@@ -132,6 +184,7 @@ export class LiveContext {
       dbMs: options.dbMs,
     });
     this.servers.push(instance);
+    this.databaseOf.set(instance, database);
     if (this.stoppedFor !== undefined) {
       await instance.stop();
       throw new Error(`grading was stopped: ${this.stoppedFor}`);
@@ -148,6 +201,36 @@ export class LiveContext {
   async abort(reason: string): Promise<void> {
     this.stoppedFor = reason;
     await this.stopAll();
+  }
+
+  /** The check's own database, the one every instance shares unless started with ownDatabase. */
+  get mainDatabase(): CheckDatabase {
+    return { dbPath: this.dbPath, providerLog: this.providerLog };
+  }
+
+  /**
+   * The database an instance runs on (the check's own one for an instance not of this
+   * check, or none given); a CheckDatabase given is returned as it is.
+   */
+  database(of?: ServerInstance | CheckDatabase): CheckDatabase {
+    if (of && 'providerLog' in of) return of;
+    return (of && this.databaseOf.get(of)) ?? this.mainDatabase;
+  }
+
+  /**
+   * Every database of the check that an exchange went to, with those exchanges in the
+   * order sent: the check's own first (with every exchange no instance of another
+   * database answered). Each is audited on its own (audit.ts).
+   */
+  databases(): Array<CheckDatabase & { exchanges: Exchange[] }> {
+    const byLabel = new Map(this.servers.map((s) => [s.label, this.database(s)]));
+    const groups = new Map<string, CheckDatabase & { exchanges: Exchange[] }>([[this.dbPath, { ...this.mainDatabase, exchanges: [] }]]);
+    for (const exchange of this.exchanges) {
+      const db = byLabel.get(exchange.server) ?? this.mainDatabase;
+      if (!groups.has(db.dbPath)) groups.set(db.dbPath, { ...db, exchanges: [] });
+      groups.get(db.dbPath)!.exchanges.push(exchange);
+    }
+    return [...groups.values()];
   }
 
   /** How many instances of this check came up (answered GET /health), stopped ones included. */
@@ -208,10 +291,11 @@ export class LiveContext {
   /**
    * The payment provider's statement: every charge() call of this check's servers, in
    * order, or undefined when the servers keep no statement (a server that is not built on
-   * the lab's server.py). Lines that are not JSON are passed over.
+   * the lab's server.py). Lines that are not JSON are passed over. `of`: the statement
+   * of that instance's database, or of that database (default: the check's own).
    */
-  charges(): Charge[] | undefined {
-    return readStatement(this.providerLog);
+  charges(of?: ServerInstance | CheckDatabase): Charge[] | undefined {
+    return readStatement(this.database(of).providerLog);
   }
 
   /**
@@ -219,10 +303,11 @@ export class LiveContext {
    * and returns the function that releases it, changing nothing. While it is held the
    * servers can read but every write waits: requests sent then all pass their look-ups
    * before any of them can claim a key, which makes a check-then-insert fail every time.
+   * `of`: the database of that instance, or that database (default: the check's own).
    * @throws Error when the database does not exist or is locked for more than 5 s
    */
-  holdWriteLock(): () => void {
-    const db = new Database(this.dbPath, { fileMustExist: true, timeout: 5000 });
+  holdWriteLock(of?: ServerInstance | CheckDatabase): () => void {
+    const db = new Database(this.database(of).dbPath, { fileMustExist: true, timeout: 5000 });
     db.exec('BEGIN IMMEDIATE');
     return () => {
       db.exec('ROLLBACK');
@@ -231,17 +316,19 @@ export class LiveContext {
   }
 
   /**
-   * Every ledger row in this check's sqlite file, read-only.
+   * Every ledger row in this check's sqlite file (or, given `of`, in that instance's
+   * database or that database), read-only.
    * @throws CheckFailed when the servers never created that file: they ignore IDEM_DB
    */
-  ledger(): LedgerRow[] {
-    if (!fs.existsSync(this.dbPath)) {
+  ledger(of?: ServerInstance | CheckDatabase): LedgerRow[] {
+    const { dbPath } = this.database(of);
+    if (!fs.existsSync(dbPath)) {
       throw new CheckFailed(
-        t('check.noDb', { db: this.dbPath }),
+        t('check.noDb', { db: dbPath }),
         t('check.noDb.why'),
         { exchanges: this.exchanges.slice(-4) },
       );
     }
-    return readLedger(this.dbPath);
+    return readLedger(dbPath);
   }
 }

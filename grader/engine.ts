@@ -110,15 +110,17 @@ function baseResult(step: Step): StepResult {
 }
 
 /**
- * The ledger rows charged under the keys of the shown exchanges, read from the check's
- * database; undefined when no exchange carried a key or the database cannot be read
+ * The ledger rows charged under the keys of the shown exchanges, read from the database
+ * they went to; undefined when no exchange carried a key or the database cannot be read
  * (the failure then speaks for itself).
  */
 function ledgerInvolved(ctx: LiveContext, exchanges: Exchange[]): LedgerRow[] | undefined {
   const keys = new Set(exchanges.map((e) => e.key).filter((k): k is string => k !== undefined && k !== ''));
   if (keys.size === 0) return undefined;
+  // The database the first shown exchange went to (a check's instances may have databases of their own).
+  const db = ctx.databases().find((d) => exchanges.length > 0 && d.exchanges.includes(exchanges[0]));
   try {
-    return ctx.ledger().filter((row) => row.idempotency_key !== null && keys.has(row.idempotency_key));
+    return ctx.ledger(db).filter((row) => row.idempotency_key !== null && keys.has(row.idempotency_key));
   } catch {
     return undefined;
   }

@@ -8,6 +8,7 @@ import { CheckFailed } from './failure.js';
 import { responseJson } from './http.js';
 import { rowsForKey } from './ledger.js';
 import type { Charge, LiveContext } from './context.js';
+import type { ServerInstance } from './server.js';
 import type { Exchange, LedgerRow } from './types.js';
 
 /** `POST /pay on A with key "k1"`, `... with no Idempotency-Key`, `... with an empty Idempotency-Key`. */
@@ -109,11 +110,12 @@ export function expectReplay(first: Exchange, retry: Exchange, why: string): voi
 }
 
 /**
- * Requires exactly `count` ledger rows for the key in the check's database.
+ * Requires exactly `count` ledger rows for the key in the check's database (or in the
+ * database of the instance `on`).
  * @throws CheckFailed with the rows found
  */
-export function expectRows(ctx: LiveContext, key: string, count: number, exchanges: Exchange[], why: string): LedgerRow[] {
-  const rows = rowsForKey(ctx.ledger(), key);
+export function expectRows(ctx: LiveContext, key: string, count: number, exchanges: Exchange[], why: string, on?: ServerInstance): LedgerRow[] {
+  const rows = rowsForKey(ctx.ledger(on), key);
   if (rows.length !== count) {
     throw new CheckFailed(t(count === 1 ? 'check.rows.one' : 'check.rows.many', { count, key: JSON.stringify(key), found: rows.length }), why, {
       exchanges,
@@ -127,14 +129,15 @@ export function expectRows(ctx: LiveContext, key: string, count: number, exchang
  * Requires the payment provider to have been asked to charge `payment.user` (and, when
  * given, `payment.amount`) exactly `count` times, as its statement shows (the server
  * contract's IDEM_PROVIDER_LOG). A server that keeps no statement fails when `count` > 0:
- * without it no charge can be proved.
+ * without it no charge can be proved. `on`: read the statement of that instance's database
+ * (default: the check's own).
  * @throws CheckFailed with the charges found
  */
-export function expectCharges(ctx: LiveContext, payment: { user: string; amount?: number }, count: number, exchanges: Exchange[], why: string): void {
-  const charges = ctx.charges();
+export function expectCharges(ctx: LiveContext, payment: { user: string; amount?: number }, count: number, exchanges: Exchange[], why: string, on?: ServerInstance): void {
+  const charges = ctx.charges(on);
   if (charges === undefined) {
     if (count === 0) return;
-    throw new CheckFailed(t('check.audit.noStatement', { log: ctx.providerLog, count }), t('check.audit.noStatement.why'), { exchanges });
+    throw new CheckFailed(t('check.audit.noStatement', { log: ctx.database(on).providerLog, count }), t('check.audit.noStatement.why'), { exchanges });
   }
   const mine = charges.filter((c) => c.user === payment.user && (payment.amount === undefined || c.amount === payment.amount));
   if (mine.length > 0 && count === 0) {

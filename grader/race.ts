@@ -28,6 +28,8 @@ export interface RaceOptions {
   name?: string;
   /** Time limits of its requests; default checkTimeouts(). */
   timeouts?: { connectMs: number; answerMs: number };
+  /** Called once the database's write lock is let go (lockDatabase), while the round's answers are still coming. */
+  onReleased?(): void;
 }
 
 /** `split over servers B and C` or `on one server`. */
@@ -56,7 +58,8 @@ export async function raceRound(
   const body = ctx.data.payment();
   const name = options.name ?? t('check.race.round', { round });
   const requests = [...Array.from({ length: RACE_SIZE }, () => ({ key, body })), ...extra];
-  let release = options.lockDatabase ? ctx.holdWriteLock() : undefined;
+  // The servers of a round share one database: the first one's.
+  let release = options.lockDatabase ? ctx.holdWriteLock(servers[0]) : undefined;
   let all: Exchange[];
   try {
     const answers = ctx.paySimultaneously(servers, requests, options.timeouts ?? checkTimeouts());
@@ -64,6 +67,7 @@ export async function raceRound(
       await delay(LOCK_HOLD_MS);
       release();
       release = undefined;
+      options.onReleased?.();
     }
     all = await answers;
   } finally {
@@ -71,8 +75,8 @@ export async function raceRound(
   }
   const exchanges = all.slice(0, RACE_SIZE);
   const at = where(servers);
-  const rows = rowsForKey(ctx.ledger(), key);
-  const charges = (ctx.charges() ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
+  const rows = rowsForKey(ctx.ledger(servers[0]), key);
+  const charges = (ctx.charges(servers[0]) ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
   if (rows.length > 1 || charges.length > 1) {
     throw new CheckFailed(
       t('check.race.doubled', { name, charges: charges.length, rows: rows.length, size: RACE_SIZE, where: at }),
@@ -108,7 +112,7 @@ export async function raceRound(
     });
   }
   const why = t('check.race.rows.why', { size: RACE_SIZE });
-  expectRows(ctx, key, 1, exchanges, why);
-  expectCharges(ctx, body, 1, exchanges, why);
+  expectRows(ctx, key, 1, exchanges, why, servers[0]);
+  expectCharges(ctx, body, 1, exchanges, why, servers[0]);
   return { key, body, extra: all.slice(RACE_SIZE) };
 }
