@@ -6,29 +6,33 @@ import type { Exchange } from '../grader/types.js';
 import type { Step } from './types.js';
 
 /**
- * Keys that are different keys, each a payment of its own: they differ only in case,
+ * Keys that are different keys, each a payment of its own, in groups of keys that a
+ * careless server takes for one: they differ only in case,
  * share a 200-character prefix, are 255 characters long (the longest the contract
  * allows), or hold `/`, `.`, `:` or a space. A server that folds case, cuts keys short or
  * normalises their punctuation makes two of them one payment. Keys are opaque (IETF
  * Idempotency-Key draft, section 2: the key is compared as sent).
  */
-function distinctKeys(ctx: LiveContext): string[] {
+function distinctKeys(ctx: LiveContext): string[][] {
   const word = ctx.data.word(10);
   const prefix = ctx.data.word(200);
   const stem = ctx.data.word(12);
   const tail = ctx.data.word(6);
   return [
-    `Ab${word}`,
-    `aB${word}`,
-    `${prefix}x1`,
-    `${prefix}y2`,
-    ctx.data.word(255),
-    `${stem}/${tail}`,
-    `${stem}.${tail}`,
-    `${stem}:${tail}`,
-    `${stem} ${tail}`,
+    [`Ab${word}`, `aB${word}`],
+    [`${prefix}x1`, `${prefix}y2`],
+    [ctx.data.word(255)],
+    [`${stem}/${tail}`, `${stem}.${tail}`, `${stem}:${tail}`, `${stem} ${tail}`],
   ];
 }
+
+/**
+ * Payments with keys of their own made after the first payment and before its last
+ * retry, a quarter with each wave of distinct keys (at most 13 requests at once, as in a
+ * race round with its other payments): with the distinct keys, more than a server keeps
+ * that holds only the newest few dozen keys.
+ */
+export const LATER_PAYMENTS = 32;
 
 const paymentId = (e: Exchange) => paymentOf(e).payment_id as number;
 
@@ -63,31 +67,48 @@ export const step: Step = {
     expectReplay(first, again, t('step.02.retry.every', { why: WHY }));
     expectRows(ctx, key, 1, [first, other, retry, again], t('step.02.rows.why'));
 
-    // The same body under a new key is a new payment, not a replay.
-    const second = await ctx.pay(server, { key: ctx.freshKey(), body });
-    expectStatus(second, 201, t('step.02.second'), t('step.02.second.why'));
-    if (paymentId(second) === paymentId(first)) {
-      throw new CheckFailed(t('step.02.secondSame', { id: paymentId(first) }), t('step.02.second.why'), { exchanges: [first, second] });
-    }
-
     // Keys are opaque: each of these is a payment of its own, and each replays its own.
+    // The keys a careless server takes for one are sent one after another, the groups at
+    // once (wave i: the i-th key of every group); with the first wave, the same body as the
+    // first payment under a new key (a new payment, not a replay); with every wave,
+    // payments of new keys of their own, so that many keys come after the first one.
     const shared = ctx.data.payment();
+    const groups = distinctKeys(ctx);
     const firsts: Exchange[] = [];
-    for (const k of distinctKeys(ctx)) {
-      const answer = await ctx.pay(server, { key: k, body: shared });
-      expectStatus(answer, 201, t('step.02.distinct', { key: JSON.stringify(k) }), t('step.02.distinct.why'));
-      const earlier = firsts.find((e) => paymentId(e) === paymentId(answer));
-      if (earlier) {
-        throw new CheckFailed(
-          t('step.02.distinctSame', { key: JSON.stringify(k), earlier: JSON.stringify(earlier.key), id: paymentId(answer) }),
-          t('step.02.distinct.why'),
-          { exchanges: [earlier, answer] },
-        );
+    const waves = Math.max(...groups.map((g) => g.length));
+    for (let wave = 0; wave < waves; wave++) {
+      const keys = groups.map((g) => g[wave]).filter((k): k is string => k !== undefined);
+      const distinct = Promise.all(keys.map((k) => ctx.pay(server, { key: k, body: shared })));
+      const second = wave === 0 ? ctx.pay(server, { key: ctx.freshKey(), body }) : undefined;
+      const later = Promise.all(Array.from({ length: LATER_PAYMENTS / waves }, () => ctx.pay(server, { key: ctx.freshKey(), body: ctx.data.payment() })));
+      const [answers, secondAnswer, laterAnswers] = await Promise.all([distinct, second, later]);
+      if (secondAnswer) {
+        expectStatus(secondAnswer, 201, t('step.02.second'), t('step.02.second.why'));
+        if (paymentId(secondAnswer) === paymentId(first)) {
+          throw new CheckFailed(t('step.02.secondSame', { id: paymentId(first) }), t('step.02.second.why'), { exchanges: [first, secondAnswer] });
+        }
       }
-      firsts.push(answer);
+      answers.forEach((answer, i) => {
+        const k = keys[i];
+        expectStatus(answer, 201, t('step.02.distinct', { key: JSON.stringify(k) }), t('step.02.distinct.why'));
+        const earlier = firsts.find((e) => paymentId(e) === paymentId(answer));
+        if (earlier) {
+          throw new CheckFailed(
+            t('step.02.distinctSame', { key: JSON.stringify(k), earlier: JSON.stringify(earlier.key), id: paymentId(answer) }),
+            t('step.02.distinct.why'),
+            { exchanges: [earlier, answer] },
+          );
+        }
+      });
+      firsts.push(...answers);
+      const refused = laterAnswers.find((e) => e.status !== 201);
+      if (refused) expectStatus(refused, 201, t('step.02.later', { count: laterAnswers.length }), t('step.02.later.why'));
     }
-    const retries = await Promise.all(firsts.map((e) => ctx.pay(server, { key: e.key, body: shared })));
+    // Each key once more, and the first key, after all of them: a server that keeps only
+    // its newest keys has forgotten it by then.
+    const [retries, last] = await Promise.all([Promise.all(firsts.map((e) => ctx.pay(server, { key: e.key, body: shared }))), ctx.pay(server, { key, body })]);
     retries.forEach((r, i) => expectReplay(firsts[i], r, t('step.02.distinctReplay', { key: JSON.stringify(firsts[i].key) })));
+    expectReplay(first, last, t('step.02.retry.late', { count: LATER_PAYMENTS + firsts.length + 2, why: WHY }));
 
     // The same fields in another order and spacing are the same request.
     const reordered = await ctx.pay(server, { key, body: `{ "amount": ${body.amount},  "user": ${JSON.stringify(body.user)} }` });
