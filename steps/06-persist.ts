@@ -71,8 +71,11 @@ export const step: Step = {
     expectStatus(first, 201, t('check.first201'), t('step.06.first201.why'));
     paymentOf(first);
     await ctx.stopServer(a);
-    // B restarts on A's database from the same folder; C is a second instance from a copy
-    // of the workspace of its own, as a second pod: it shares only the database.
+    // B restarts on A's database from the same folder, put back as the learner's files
+    // with only the database and the statement kept, as a redeployed pod; C is a second
+    // instance from a copy of the workspace of its own, as a second pod: it shares only
+    // the database.
+    ctx.renewCopies();
     const [b, c] = await Promise.all([ctx.startServer(), ctx.startServer({ ownCopy: true })]);
     await part(t('step.06.part.restart'), async () => {
       const WHY_RESTART = t('step.06.restart.why');
