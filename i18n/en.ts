@@ -97,7 +97,7 @@ export const en = {
   'step.06.file.rebuilt.why': 'A rebuilt answer is not what the first request answered.',
   'step.06.file.showRestart': 'Show the restart between the two probes (the command you ran), so a reader sees the retry crossed it.',
   'step.06.file.pass': '06-persist.txt shows payment_id {id} answered again unchanged (lines {first} and {second}).',
-  'step.06.restart.why': 'Keys kept in process memory are forgotten on restart: the retry after a deploy or a crash charges again.',
+  'step.06.restart.why': 'Keys kept in process memory, or in a file of their own, are gone after a restart: the restarted server starts from a fresh copy of your folder with only IDEM_DB kept, as a redeployed pod does, and the retry after a deploy or a crash charges again.',
   'step.06.first201.why': 'Nothing can be remembered before the first payment succeeds.',
   'step.06.shared.why': 'Behind a load balancer the retry may reach another instance: what one instance stored, every other must see.',
   'step.06.pass': 'A retry after a restart and a retry on another instance both replayed; {rounds} races split over two instances charged once each.',
@@ -592,6 +592,10 @@ export const en = {
   'grade.badWhole': '{name} must be a whole number of {min} or more, not "{value}"',
   'grade.badNumber': '{name} must be a number of {min} or more, not "{value}"',
   'grade.noDirs': 'name at least one student workspace: idem-lab grade DIR...',
+  // --- session13 ---
+  'step.02.later': '{count} payments with new keys, sent with the keys above, must each be paid (201).',
+  'step.02.later.why': 'Payments with keys of their own never wait for each other and are never refused for being many.',
+  'step.02.retry.late': '{why} A key is remembered however many payments came after it: this retry came after {count} other requests.',
 } as const;
 
 /** A message's key. */

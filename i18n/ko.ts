@@ -90,7 +90,7 @@ export const ko: Record<MessageKey, string> = {
   'step.06.file.rebuilt.why': '새로 만든 응답은 첫 요청이 받은 응답이 아닙니다.',
   'step.06.file.showRestart': '두 probe 사이에 재시작한 명령도 보여 주세요. 그래야 읽는 사람이 재시도가 재시작을 넘어왔다는 걸 압니다.',
   'step.06.file.pass': '06-persist.txt에서 payment_id {id} 값이 바뀌지 않고 다시 응답되었습니다({first}번째 줄과 {second}번째 줄).',
-  'step.06.restart.why': '프로세스 메모리에 둔 키는 재시작하면 사라집니다. 배포나 장애 뒤의 재시도가 다시 결제됩니다.',
+  'step.06.restart.why': '프로세스 메모리나 따로 만든 파일에 둔 키는 재시작하면 사라집니다. 재시작한 서버는 다시 배포된 파드처럼 IDEM_DB만 남긴 새 폴더 사본에서 시작하고, 배포나 장애 뒤의 재시도가 다시 결제됩니다.',
   'step.06.first201.why': '첫 결제가 성공해야 기억할 것이 생깁니다.',
   'step.06.shared.why': '로드 밸런서 뒤에서는 재시도가 다른 인스턴스로 갈 수 있습니다. 한 인스턴스가 저장한 것은 다른 인스턴스도 모두 봐야 합니다.',
   'step.06.pass': '재시작 뒤의 재시도와 다른 인스턴스로 간 재시도 모두 첫 응답을 받았고, 두 인스턴스에 나눠 보낸 경쟁 {rounds}번도 각각 한 번만 결제되었습니다.',
@@ -574,4 +574,8 @@ export const ko: Record<MessageKey, string> = {
   'grade.badWhole': '{name} 값은 {min} 이상의 정수여야 합니다. 받은 값: "{value}"',
   'grade.badNumber': '{name} 값은 {min} 이상의 수여야 합니다. 받은 값: "{value}"',
   'grade.noDirs': '학생 작업 폴더를 하나 이상 주세요: idem-lab grade DIR...',
+  // --- session13 ---
+  'step.02.later': '위의 키들과 함께 보낸 새 키의 결제 {count}건은 모두 결제되어야 합니다(201).',
+  'step.02.later.why': '키가 서로 다른 결제는 서로를 기다리지 않으며, 많다는 이유로 거절되지도 않습니다.',
+  'step.02.retry.late': '{why} 키는 그 뒤에 결제가 몇 건 오든 기억되어야 합니다. 이 재시도 앞에는 다른 요청이 {count}건 있었습니다.',
 };

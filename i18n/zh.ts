@@ -90,7 +90,7 @@ export const zh: Record<MessageKey, string> = {
   'step.06.file.rebuilt.why': '重新拼出来的响应，并不是第一次请求得到的那个。',
   'step.06.file.showRestart': '把两次 probe 之间的重启命令也贴出来，读的人才知道这次重试跨过了重启。',
   'step.06.file.pass': '06-persist.txt 显示 payment_id {id} 被原样再次返回（第 {first} 行和第 {second} 行）。',
-  'step.06.restart.why': '存在进程内存里的键，重启就没了：发布或崩溃之后的重试会再扣一次款。',
+  'step.06.restart.why': '存在进程内存或单独文件里的键，重启就没了：重启后的服务器像重新部署的 Pod 一样，从只保留 IDEM_DB 的全新目录副本启动，发布或崩溃之后的重试会再扣一次款。',
   'step.06.first201.why': '第一笔支付成功之后，才有东西可以记住。',
   'step.06.shared.why': '在负载均衡器后面，重试可能落到另一个实例上：一个实例存下的，其他实例都必须看得到。',
   'step.06.pass': '重启后的重试和打到另一个实例上的重试都重放了第一次的响应；分散到两个实例上的 {rounds} 轮并发，每轮只扣了一次款。',
@@ -574,4 +574,8 @@ export const zh: Record<MessageKey, string> = {
   'grade.badWhole': '{name} 必须是不小于 {min} 的整数，而不是“{value}”',
   'grade.badNumber': '{name} 必须是不小于 {min} 的数，而不是“{value}”',
   'grade.noDirs': '请至少指定一个学生工作区：idem-lab grade DIR...',
+  // --- session13 ---
+  'step.02.later': '与上面的键一起发送的 {count} 笔新键支付，每一笔都必须完成（201）。',
+  'step.02.later.why': '键各不相同的支付互不等待，也不会因为数量多而被拒绝。',
+  'step.02.retry.late': '{why} 无论之后来了多少笔支付，键都必须被记住：这次重试之前已有 {count} 个其他请求。',
 };
