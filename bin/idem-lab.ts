@@ -186,7 +186,14 @@ program
   .option('--seed <n>', t('help.check.seed'))
   .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
   .addHelpText('after', `\n${t('help.check.exit')}`)
-  .action((steps, opts) => run(async () => (await grader()).checkCommand(steps, opts))());
+  .action((steps, opts) =>
+    run(async () => {
+      // The interpreter look-up and the sandbox probe run while the grader's modules load.
+      const { prewarm } = await import('../grader/prewarm.js');
+      prewarm(opts.dir !== undefined ? path.resolve(opts.dir) : findWorkspace(), opts.sandbox);
+      return (await grader()).checkCommand(steps, opts);
+    })(),
+  );
 
 program
   .command('grade')

@@ -76,8 +76,11 @@ export async function prepareCheck(selectors: string[], options: WorkspaceOption
       throw new SetupError((err as Error).message);
     }
   }
-  const sandbox = steps.some((s) => s.live) ? await sandboxFor(options.sandbox, 'auto') : undefined;
-  return { workspace, command: { ...(await resolveInterpreter(command, workspace)), ...(sandbox ? { sandbox } : {}) }, steps };
+  // Only live checks start servers: the sandbox probe and the interpreter's look-up (both
+  // start a process) run side by side, and not at all for file checks.
+  const live = steps.some((s) => s.live);
+  const [sandbox, resolved] = await Promise.all([live ? sandboxFor(options.sandbox, 'auto') : undefined, live ? resolveInterpreter(command, workspace) : command]);
+  return { workspace, command: { ...resolved, ...(sandbox ? { sandbox } : {}) }, steps };
 }
 
 /**

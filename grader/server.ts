@@ -10,6 +10,7 @@ import { send } from './http.js';
 import { chargeMs, limits } from './limits.js';
 import { atExit } from './cleanup.js';
 import { bwrapArgs, prlimitArgs, type Sandbox } from './sandbox.js';
+import { interpreterPath } from './prewarm.js';
 
 /** How a server is started: an executable and its arguments, run in the workspace. */
 export interface ServerCommand {
@@ -34,13 +35,8 @@ export const DEFAULT_COMMAND: ServerCommand = { file: 'python3', args: ['server.
  */
 export async function resolveInterpreter(command: ServerCommand, workspace: string): Promise<ServerCommand> {
   if (!/^python3?$/.test(command.file)) return command;
-  try {
-    const { stdout } = await execa(command.file, ['-c', 'import sys; print(sys.executable)'], { cwd: workspace, timeout: 10_000 });
-    const exe = String(stdout).trim();
-    return exe && fs.existsSync(exe) ? { ...command, file: exe } : command;
-  } catch {
-    return command;
-  }
+  const exe = await interpreterPath(command.file, workspace);
+  return exe && fs.existsSync(exe) ? { ...command, file: exe } : command;
 }
 
 /** What one server instance under test needs. */
@@ -74,7 +70,23 @@ export interface StartOptions {
 const OUTPUT_TAIL_BYTES = 4096;
 /** The relay a sandboxed server with a network of its own runs behind (relay.ts, compiled beside this file). */
 const RELAY = fileURLToPath(new URL('./relay.js', import.meta.url));
+/** Its Python twin (grader/relay.py, shipped as source), for a server run by a Python interpreter: it starts several times faster. */
+const RELAY_PY = fileURLToPath(new URL('../../grader/relay.py', import.meta.url));
+
+/**
+ * The relay command for a server run as `file`: relay.py under the server's own Python
+ * interpreter (isolated, without site packages) when `file` is one, else relay.js under
+ * this Node.js.
+ */
+function relayCommand(file: string): { command: string[]; folders: string[] } {
+  if (/^python3(\.\d+)?$/.test(path.basename(file)) && fs.existsSync(RELAY_PY)) {
+    return { command: [file, '-I', '-S', RELAY_PY], folders: [path.dirname(RELAY_PY)] };
+  }
+  return { command: [process.execPath, RELAY], folders: [path.dirname(path.dirname(process.execPath)), path.dirname(RELAY)] };
+}
 const STOP_GRACE_MS = 1500;
+/** How long the rest of a server's processes may take to end after its first process did, in ms. */
+const LINGER_MS = 500;
 
 /** Every process group this process started and has not yet seen stopped. */
 const running = new Set<ServerInstance>();
@@ -190,8 +202,14 @@ export class ServerInstance {
     killGroup(this.pid, 'SIGTERM');
     const graceful = await this.exitedWithin(STOP_GRACE_MS);
     // Whatever still carries this instance's environment, or is still in its group once
-    // its leader is gone, was left running by the server.
-    const left = processesOf(this.pid, this.port, this.dbPath).filter((p) => p.pgid !== this.pid || graceful);
+    // its leader is gone, was left running by the server. The leader may go first while
+    // the rest of the group is still ending on the same SIGTERM (a sandbox's bwrap exits
+    // before the server inside it has closed): what ends within LINGER_MS was not left.
+    let left = processesOf(this.pid, this.port, this.dbPath).filter((p) => p.pgid !== this.pid || graceful);
+    for (const until = performance.now() + LINGER_MS; left.length > 0 && performance.now() < until; ) {
+      await delay(20);
+      left = processesOf(this.pid, this.port, this.dbPath).filter((p) => p.pgid !== this.pid || graceful);
+    }
     // The leader may be gone while children it forked live on: the group gets SIGKILL either way.
     killGroup(this.pid, 'SIGKILL');
     for (const p of left) {
@@ -380,9 +398,10 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   // its folder (at most 107 bytes of path, the kernel's limit), by way of relay.ts.
   const socketPath = sandbox?.network === 'private' ? path.join(scratch, `${options.label}-${port}.sock`) : undefined;
   const private_ = sandbox && socketPath && Buffer.byteLength(socketPath) < 104 ? { ...sandbox } : sandbox && { ...sandbox, network: 'host' as const };
-  const inner = private_?.network === 'private' ? [process.execPath, RELAY, socketPath!, String(port), command.file, ...command.args] : [command.file, ...command.args];
+  const relay = relayCommand(command.file);
+  const inner = private_?.network === 'private' ? [...relay.command, socketPath!, String(port), command.file, ...command.args] : [command.file, ...command.args];
   const [file, args] = private_
-    ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, [path.dirname(path.dirname(process.execPath)), path.dirname(RELAY)]), '--', ...inner]]
+    ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, relay.folders), '--', ...inner]]
     : [command.file, command.args];
   const subprocess = execa(file, args, {
     cwd,
@@ -405,6 +424,9 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
   const deadline = performance.now() + timeoutMs;
   const target = { label: instance.label, port: instance.port, socketPath: instance.socketPath };
   let lastAnswer = t('check.noHealth.never');
+  // The Python relay makes its socket once the server takes connections: until then a
+  // look at the folder is cheaper than a request that fails. (The Node.js relay makes it at once.)
+  while (instance.socketPath && !fs.existsSync(instance.socketPath) && !instance.hasExited && performance.now() < deadline) await delay(10);
   while (performance.now() < deadline) {
     if (instance.hasExited) {
       throw new ServerStartFailed(

@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import { execa } from 'execa';
 import { grade } from '../grader/engine.js';
 import { DEFAULT_COMMAND, resolveInterpreter, runningServerCount, type ServerCommand } from '../grader/server.js';
+import { openWorkspace } from '../lab/workspace.js';
 import { chooseSandbox, DEFAULT_SANDBOX_LIMITS, NoSandbox, probeSandbox } from '../grader/sandbox.js';
 import { RUN_MARKER, sweepStaleRuns } from '../grader/stale.js';
 import { FIXTURES_DIR, buildWorkspace } from '../fixtures/build.js';
@@ -138,6 +139,21 @@ test('the reference solution passes every step in the sandbox', async () => {
     const results = await grade({ workspace: tmp.dir, steps: selectSteps([]), command: await commandFor(tmp.dir, true, [tmp.dir]) });
     assert.deepEqual(results.filter((r) => r.status !== 'pass').map((r) => `${r.id}: ${r.message}`), []);
     assert.equal(fs.existsSync(path.join(tmp.dir, 'lab.db')), false, 'the learner\'s workspace was not written to');
+  } finally {
+    tmp.remove();
+  }
+});
+
+test('a Node.js server passes every step in the sandbox too, behind the Node.js relay (a Python server gets the Python one)', async () => {
+  const tmp = tempDir('idem-lab-sandboxed-node-');
+  try {
+    buildWorkspace(tmp.dir, 'ok-node-server');
+    const sandbox = await chooseSandbox('required', [tmp.dir]);
+    assert.ok(sandbox, 'a sandbox starts here (.ci/run installs bubblewrap)');
+    const { command } = openWorkspace(tmp.dir);
+    assert.equal(command.file, 'node');
+    const results = await grade({ workspace: tmp.dir, steps: selectSteps([]), command: { ...command, sandbox } });
+    assert.deepEqual(results.filter((r) => r.status !== 'pass').map((r) => `${r.id}: ${r.message}`), []);
   } finally {
     tmp.remove();
   }
