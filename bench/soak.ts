@@ -6,12 +6,15 @@
  * loops running meanwhile (default 0), as on a loaded machine; they are stopped by pid.
  * Exit 0 when every count is full, 1 otherwise. Not part of `npm test`: it takes long.
  *
- * Options: --runs N, --load N, --only NAME[,NAME...] (fixtures), --steps 05[,06].
+ * Options: --runs N, --load N, --only NAME[,NAME...] (fixtures), --steps 05[,06],
+ * --sandbox auto|required|off (default auto, as `idem-lab check`: servers in bubblewrap
+ * where it starts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { grade } from '../grader/engine.js';
 import { resolveInterpreter } from '../grader/server.js';
+import { sandboxFor } from '../grader/check-command.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { MATRIX, P } from '../fixtures/matrix.js';
 import { racySteps } from '../fixtures/build.js';
@@ -25,6 +28,7 @@ const { values } = parseArgs({
     load: { type: 'string', default: '0' },
     only: { type: 'string' },
     steps: { type: 'string', default: '05,06' },
+    sandbox: { type: 'string', default: 'auto' },
   },
 });
 const runs = Number(values.runs);
@@ -63,12 +67,13 @@ process.on('exit', stopBusy);
 installExitHooks();
 
 let allFull = true;
-console.log(`soak: ${runs} runs of steps ${stepIds.join(', ')} per fixture, ${busy.length} busy loop(s)`);
+const sandbox = await sandboxFor(values.sandbox, 'auto');
+console.log(`soak: ${runs} runs of steps ${stepIds.join(', ')} per fixture, ${busy.length} busy loop(s), ${sandbox ? `sandboxed (${sandbox.network} network)` : 'no sandbox'}`);
 for (const { name, expect } of soaked()) {
   const ws = fixtureWorkspace(name);
   try {
     const { command } = openWorkspace(ws.dir);
-    const resolved = await resolveInterpreter(command, ws.dir);
+    const resolved = { ...(await resolveInterpreter(command, ws.dir)), ...(sandbox ? { sandbox } : {}) };
     const hits: Record<string, number> = Object.fromEntries(Object.keys(expect).map((id) => [id, 0]));
     const seen: string[] = [];
     const started = performance.now();
