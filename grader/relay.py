@@ -12,6 +12,7 @@ code (128 + the signal's number after a signal); SIGTERM and SIGINT reach the se
 through the process group, so the relay itself waits for the server to end. Engine code
 only: no lab specifics.
 """
+import errno
 import os
 import selectors
 import signal
@@ -55,13 +56,15 @@ class Relay:
             conn, _ = self.listener.accept()
         except OSError:
             return
-        try:
-            upstream = socket.create_connection(("127.0.0.1", self.port))
-        except OSError:
+        # A connect that does not wait: a server slow to accept (a short backlog) holds up
+        # only this connection, whose bytes wait in its pipe meanwhile.
+        upstream = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        upstream.setblocking(False)
+        conn.setblocking(False)
+        if upstream.connect_ex(("127.0.0.1", self.port)) not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            upstream.close()
             conn.close()
             return
-        for s in (conn, upstream):
-            s.setblocking(False)
         down, up = Pipe(upstream, conn), Pipe(conn, upstream)
         # Each socket's entry: the pipe it is read by and the pipe it is written by.
         self.peer[conn] = (up, down)
