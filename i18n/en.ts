@@ -596,6 +596,7 @@ export const en = {
   'step.02.later': '{count} payments with new keys, sent with the keys above, must each be paid (201).',
   'step.02.later.why': 'Payments with keys of their own never wait for each other and are never refused for being many.',
   'step.02.retry.late': '{why} A key is remembered however many payments came after it: this retry came after {count} other requests.',
+  'step.05.neverOverlapped': '{count} payments with keys of their own, sent at once to a provider that takes {charge} ms, waited for each other: in {tries} tries their charges never overlapped, each ended at least {gap} ms after the one before, about a whole charge time. A lock or a transaction is held across charge().',
 } as const;
 
 /** A message's key. */

@@ -578,4 +578,5 @@ export const ko: Record<MessageKey, string> = {
   'step.02.later': '위의 키들과 함께 보낸 새 키의 결제 {count}건은 모두 결제되어야 합니다(201).',
   'step.02.later.why': '키가 서로 다른 결제는 서로를 기다리지 않으며, 많다는 이유로 거절되지도 않습니다.',
   'step.02.retry.late': '{why} 키는 그 뒤에 결제가 몇 건 오든 기억되어야 합니다. 이 재시도 앞에는 다른 요청이 {count}건 있었습니다.',
+  'step.05.neverOverlapped': '서로 다른 키의 결제 {count}건을 {charge} ms 걸리는 결제사에 한꺼번에 보냈는데 서로를 기다렸습니다. {tries}번 시도하는 동안 결제가 한 번도 겹치지 않았고, 매번 앞의 결제가 끝나고 적어도 {gap} ms 뒤에, 곧 결제 한 번의 시간만큼 뒤에 끝났습니다. charge() 호출 동안 잠금이나 트랜잭션을 쥐고 있습니다.',
 };

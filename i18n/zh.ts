@@ -578,4 +578,5 @@ export const zh: Record<MessageKey, string> = {
   'step.02.later': '与上面的键一起发送的 {count} 笔新键支付，每一笔都必须完成（201）。',
   'step.02.later.why': '键各不相同的支付互不等待，也不会因为数量多而被拒绝。',
   'step.02.retry.late': '{why} 无论之后来了多少笔支付，键都必须被记住：这次重试之前已有 {count} 个其他请求。',
+  'step.05.neverOverlapped': '{count} 笔键各不相同的支付同时发给一个每次扣款耗时 {charge} ms 的支付商，却互相等待：{tries} 次尝试中扣款从未重叠，每一笔都在前一笔结束至少 {gap} ms 之后才结束，差不多整整一次扣款的时间。调用 charge() 期间持有锁或事务。',
 };
