@@ -38,9 +38,8 @@ export function interpreterPath(file: string, cwd: string): Promise<string | und
 export function prewarm(workspace: string, sandbox: string | undefined): void {
   void interpreterPath('python3', workspace);
   if (sandbox !== 'off') {
-    void import('./sandbox.js').then(
-      (m) => m.probeSandbox(m.bwrapPath(), 'private'),
-      () => undefined,
-    );
+    import('./sandbox.js')
+      .then((m) => m.probeSandbox(m.bwrapPath(), 'private'))
+      .catch(() => undefined);
   }
 }

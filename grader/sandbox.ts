@@ -167,8 +167,9 @@ export function probeSandbox(bwrap: string = bwrapPath(), network: Sandbox['netw
   let probe = probes.get(id);
   if (!probe) {
     probe = (async () => {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-lab-probe-'));
+      let dir: string | undefined;
       try {
+        dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-lab-probe-'));
         const sandbox: Sandbox = { bwrap, prlimit: 'prlimit', hide: [], limits: DEFAULT_SANDBOX_LIMITS, network };
         const result = await execa('prlimit', [...prlimitArgs(sandbox.limits), bwrap, ...bwrapArgs(sandbox, dir, dir, '/bin/sh'), '--', '/bin/sh', '-c', 'echo > ok'], {
           extendEnv: false,
@@ -183,7 +184,7 @@ export function probeSandbox(bwrap: string = bwrapPath(), network: Sandbox['netw
       } catch (err) {
         return (err as Error).message;
       } finally {
-        fs.rmSync(dir, { recursive: true, force: true });
+        if (dir) fs.rmSync(dir, { recursive: true, force: true });
       }
     })();
     probes.set(id, probe);
