@@ -7,7 +7,8 @@
  * - the provider's statement must show exactly one charge per payment, for its user and
  *   amount: a refused request that reached charge() is named, and a server that keeps no
  *   statement, or wrote no line for a payment, fails (the server contract's
- *   IDEM_PROVIDER_LOG);
+ *   IDEM_PROVIDER_LOG); a line in it that is not a charge fails too (the statement is the
+ *   provider's: a server that keeps its records there keeps them outside IDEM_DB);
  * - the whole ledger must hold exactly one row per payment, under its key, user and
  *   amount, with the payment_id its answer gave: a row nobody paid for (a replay that
  *   inserts a keyless row) fails, and so does an answer whose payment_id is not its row's.
@@ -15,6 +16,7 @@
 import { t } from '../i18n/index.js';
 import { CheckFailed } from './failure.js';
 import { describeCharge, describeRequest, paymentOf } from './expect-http.js';
+import { readStatementLines } from './statement.js';
 import type { Charge, CheckDatabase, LiveContext } from './context.js';
 import type { Exchange, LedgerRow } from './types.js';
 
@@ -109,6 +111,11 @@ function auditStatement(ctx: LiveContext, db: CheckDatabase, payments: Payment[]
     throw new CheckFailed(t('check.audit.noStatement', { log: db.providerLog, count: payments.length }), t('check.audit.noStatement.why'), {
       exchanges: [payments[0].first],
     });
+  }
+  // The statement is the provider's: a line that is not a charge was written by someone else.
+  const other = readStatementLines(db.providerLog)?.other ?? [];
+  if (other.length > 0) {
+    throw new CheckFailed(t('check.audit.foreignLines', { log: db.providerLog, n: other.length, line: other[0].slice(0, 200) }), t('check.audit.foreignLines.why'));
   }
   const expected = new Map<string, Payment[]>();
   for (const p of payments) expected.set(bodyId(p.body), [...(expected.get(bodyId(p.body)) ?? []), p]);

@@ -134,8 +134,8 @@ export class LiveContext {
   /**
    * Puts the check's folder back as it was before any server ran, but for the databases:
    * everything the servers wrote is removed (their HOME, files beside IDEM_DB, anything
-   * in their copies of the workspace or around them) except each database (IDEM_DB and
-   * its -wal, -shm and -journal files) and its provider's statement, and every copy of the
+   * in their copies of the workspace or around them) except each database (IDEM_DB, its
+   * log taken in first) and its provider's statement, and every copy of the
    * workspace is copied again, so a file a server changed is the learner's again. As pods
    * restarted from their image keep only their volume: a server that keeps its
    * idempotency records anywhere but IDEM_DB has lost them.
@@ -146,7 +146,20 @@ export class LiveContext {
     // The grader's own mark of the run (stale.ts) stays too.
     const kept = new Set<string>([path.join(this.tmpDir, RUN_MARKER)]);
     for (const db of [this.mainDatabase, ...this.databaseOf.values()]) {
-      for (const suffix of ['', '-wal', '-shm', '-journal']) kept.add(db.dbPath + suffix);
+      // Opened and closed once by the grader, a database takes in its write-ahead log and
+      // rolls back a journal left by a killed server; its -wal, -shm and -journal files
+      // are then not needed, and a file of the server's own under one of those names is
+      // not kept either.
+      if (fs.existsSync(db.dbPath)) {
+        try {
+          const conn = new Database(db.dbPath, { timeout: 5000 });
+          conn.pragma('wal_checkpoint(TRUNCATE)');
+          conn.close();
+        } catch {
+          // not a database the grader can open: the restarted server finds what it left
+        }
+      }
+      kept.add(db.dbPath);
       kept.add(db.providerLog);
     }
     const holds = (dir: string) => [...kept].some((file) => file.startsWith(dir + path.sep));

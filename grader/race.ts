@@ -30,6 +30,8 @@ export interface RaceOptions {
   timeouts?: { connectMs: number; answerMs: number };
   /** Called once the database's write lock is let go (lockDatabase), while the round's answers are still coming. */
   onReleased?(): void;
+  /** The round's key and payment, when the caller must know them before the round ends; default: fresh ones. */
+  payment?: { key: string; body: { user: string; amount: number } };
 }
 
 /** `split over servers B and C` or `on one server`. */
@@ -54,8 +56,8 @@ export async function raceRound(
   options: RaceOptions = {},
   extra: PayRequest[] = [],
 ): Promise<{ key: string; body: { user: string; amount: number }; extra: Exchange[] }> {
-  const key = ctx.freshKey();
-  const body = ctx.data.payment();
+  const key = options.payment?.key ?? ctx.freshKey();
+  const body = options.payment?.body ?? ctx.data.payment();
   const name = options.name ?? t('check.race.round', { round });
   const requests = [...Array.from({ length: RACE_SIZE }, () => ({ key, body })), ...extra];
   // The servers of a round share one database: the first one's.

@@ -25,6 +25,15 @@ export const STATEMENT_MAX_BYTES = 4 * 1024 * 1024;
  * STATEMENT_MAX_BYTES the rest is not read.
  */
 export function readStatement(file: string): Charge[] | undefined {
+  return readStatementLines(file)?.charges;
+}
+
+/**
+ * A statement file's charges and its other lines (not empty, not a JSON charge with a
+ * user and an amount), each in order; undefined when the file does not exist. At most
+ * STATEMENT_MAX_BYTES are read: a line cut there is neither.
+ */
+export function readStatementLines(file: string): { charges: Charge[]; other: string[] } | undefined {
   let fd: number;
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
@@ -32,24 +41,33 @@ export function readStatement(file: string): Charge[] | undefined {
     return undefined;
   }
   let text: string;
+  let cut = false;
   try {
-    if (!fs.fstatSync(fd).isFile()) return [];
-    const buffer = Buffer.alloc(Math.min(fs.fstatSync(fd).size, STATEMENT_MAX_BYTES));
+    if (!fs.fstatSync(fd).isFile()) return { charges: [], other: [] };
+    const size = fs.fstatSync(fd).size;
+    const buffer = Buffer.alloc(Math.min(size, STATEMENT_MAX_BYTES));
     const read = fs.readSync(fd, buffer, 0, buffer.length, 0);
     text = buffer.subarray(0, read).toString('utf8');
+    cut = size > read;
   } finally {
     fs.closeSync(fd);
   }
   const charges: Charge[] = [];
-  for (const line of text.split('\n')) {
+  const other: string[] = [];
+  const lines = text.split('\n');
+  if (cut) lines.pop();
+  for (const line of lines) {
+    if (line.trim() === '') continue;
+    let charge: Charge | undefined;
     try {
-      const charge = JSON.parse(line) as Charge;
-      if (charge && typeof charge.user === 'string' && typeof charge.amount === 'number') charges.push(charge);
+      charge = JSON.parse(line) as Charge;
     } catch {
-      // a partial or foreign line
+      // not JSON
     }
+    if (charge && typeof charge.user === 'string' && typeof charge.amount === 'number') charges.push(charge);
+    else other.push(line);
   }
-  return charges;
+  return { charges, other };
 }
 
 /**

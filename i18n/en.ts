@@ -376,7 +376,7 @@ export const en = {
   'step.05.othersFailed': '{count} payments with keys of their own, sent at the same moment as a slow payment, must each succeed (201); one got {status} after {ms} ms.',
   'step.05.othersFailed.why': 'Payments with different keys have nothing to wait for: only requests with one key must be one payment.',
   'step.05.othersSame': '{count} payments with keys of their own got the same payment_id: each key is a payment of its own.',
-  'step.05.serialised': '{count} payments with keys of their own, sent at once to a provider that takes {slow} ms, waited for each other: by the provider\'s statement their charges ended {ms} ms apart, {times} times the charge. A lock or a transaction is held across charge().',
+  'step.05.serialised': '{count} payments with keys of their own, sent at once to a provider that takes {slow} ms, waited for each other: by the provider\'s statement their charges ended {ms} ms apart, {times} times the charge. A lock, a transaction or a limit on payments at once is held across charge().',
   'step.05.serialised.why': 'Hold a lock only to claim the key, never across the call to the provider: one slow payment must not stall every other customer.',
   'step.06.part.restart': 'After a restart:',
   'step.06.part.shared': 'On another instance:',
@@ -597,6 +597,14 @@ export const en = {
   'step.02.later.why': 'Payments with keys of their own never wait for each other and are never refused for being many.',
   'step.02.retry.late': '{why} A key is remembered however many payments came after it: this retry came after {count} other requests.',
   'step.05.neverOverlapped': '{count} payments with keys of their own, sent at once to a provider that takes {charge} ms, waited for each other: in {tries} tries their charges never overlapped, each ended at least {gap} ms after the one before, about a whole charge time. A lock or a transaction is held across charge().',
+  'check.audit.foreignLines': 'The provider\'s statement {log} holds {n} line(s) that are not charges, e.g. {line}',
+  'check.audit.foreignLines.why': 'The statement is the payment provider\'s record, one JSON line per charge, written by charge(): a server keeps its own records in IDEM_DB, never there.',
+  'step.05.conflictInFlight': 'The slow-provider round: a request with the round\'s key and another amount, sent {ms} ms into the first request\'s charge, got {status}; it must be refused with 422 (or told to wait with 409).',
+  'step.05.conflictInFlight.why': 'A reused key with another body is the client\'s mistake even while the first request is still being charged: the fingerprint is compared before anything is answered, or the client is paid for what it did not ask.',
+  'step.02.firstReplayed': 'A first request with a new key was answered with Idempotency-Replayed: true; only a replay of a stored response may say so.',
+  'step.02.firstReplayed.why': 'The header tells the client its payment was made by an earlier request; on a first response that is false, and a client that trusts it reports the wrong thing.',
+  'step.04.otherUserAmount': 'The same key sent by another user with another amount ({user} and {amount} instead of {first} and {firstAmount}) must be refused with 422, or be that user\'s own new payment: a fingerprint must tell the fields apart, not only their characters run together.',
+  'step.04.refusalLeaks': 'A refusal (HTTP {status}) carried the first payment (payment {id}) in its body: a refused request gets an error, never another request\'s payment.',
 } as const;
 
 /** A message's key. */

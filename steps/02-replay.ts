@@ -9,7 +9,7 @@ import type { Step } from './types.js';
  * Keys that are different keys, each a payment of its own, in groups of keys that a
  * careless server takes for one: they differ only in case,
  * share a 200-character prefix, are 255 characters long (the longest the contract
- * allows), or hold `/`, `.`, `:` or a space. A server that folds case, cuts keys short or
+ * allows) and differ only in the last, or hold `/`, `.`, `:` or a space. A server that folds case, cuts keys short or
  * normalises their punctuation makes two of them one payment. Keys are opaque (IETF
  * Idempotency-Key draft, section 2: the key is compared as sent).
  */
@@ -18,10 +18,11 @@ function distinctKeys(ctx: LiveContext): string[][] {
   const prefix = ctx.data.word(200);
   const stem = ctx.data.word(12);
   const tail = ctx.data.word(6);
+  const long = ctx.data.word(254);
   return [
     [`Ab${word}`, `aB${word}`],
     [`${prefix}x1`, `${prefix}y2`],
-    [ctx.data.word(255)],
+    [`${long}x`, `${long}y`],
     [`${stem}/${tail}`, `${stem}.${tail}`, `${stem}:${tail}`, `${stem} ${tail}`],
   ];
 }
@@ -33,6 +34,17 @@ function distinctKeys(ctx: LiveContext): string[][] {
  * that holds only the newest few dozen keys.
  */
 export const LATER_PAYMENTS = 32;
+
+/**
+ * A first response is not a replay: Idempotency-Replayed (or Stripe's Idempotent-Replayed)
+ * `true` on it tells the client that an earlier request was paid, which is false.
+ * @throws CheckFailed when the header says true
+ */
+function notReplayed(first: Exchange): void {
+  if (first.replayed?.trim().toLowerCase() === 'true') {
+    throw new CheckFailed(t('step.02.firstReplayed'), t('step.02.firstReplayed.why'), { exchanges: [first] });
+  }
+}
 
 const paymentId = (e: Exchange) => paymentOf(e).payment_id as number;
 
@@ -59,8 +71,10 @@ export const step: Step = {
     const first = await ctx.pay(server, { key, body });
     expectStatus(first, 201, t('check.first201'), t('step.02.first201.why'));
     paymentOf(first);
+    notReplayed(first);
     const other = await ctx.pay(server, { key: ctx.freshKey(), body: { user: body.user, amount: ctx.data.amount() } });
     expectStatus(other, 201, t('step.02.other'), t('step.02.other.why'));
+    notReplayed(other);
     const retry = await ctx.pay(server, { key, body });
     expectReplay(first, retry, t('step.02.retry.thisKey', { why: WHY }));
     const again = await ctx.pay(server, { key, body });

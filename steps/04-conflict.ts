@@ -6,8 +6,24 @@ import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from
 import { rowsForKey } from '../grader/ledger.js';
 import { responseJson } from '../grader/http.js';
 import type { Step } from './types.js';
+import type { Exchange } from '../grader/types.js';
 
 const why = () => t('step.04.why');
+
+/**
+ * A refusal carries no payment: neither the first payment's id nor its charge time may
+ * appear in its body (a 422 that answers with the stored payment hands one customer's
+ * payment to another's request).
+ * @throws CheckFailed naming the refusal
+ */
+function expectNoPayment(refusal: Exchange, first: Record<string, unknown>, exchanges: Exchange[]): void {
+  const answer = responseJson(refusal) as Record<string, unknown> | undefined;
+  const text = refusal.responseBody ?? '';
+  const leaks = (answer && typeof answer === 'object' && answer.payment_id === first.payment_id) || (typeof first.charged_at === 'string' && text.includes(first.charged_at));
+  if (leaks) {
+    throw new CheckFailed(t('step.04.refusalLeaks', { status: String(refusal.status), id: String(first.payment_id) }), t('step.04.otherUser.why'), { exchanges });
+  }
+}
 
 /**
  * Step 04: a key reused with a different body (another amount, or another user) is
@@ -38,34 +54,55 @@ export const step: Step = {
   async live(ctx) {
     const server = await ctx.startServer();
     const key = ctx.freshKey();
-    const body = ctx.data.payment();
+    // An amount of four digits whose second is not 0, so that its first digit can move to
+    // the end of the user's name (see below).
+    const base = ctx.data.payment();
+    const body = { user: base.user, amount: Number(`${1 + (base.amount % 9)}${100 + (base.amount % 900)}`) };
     const first = await ctx.pay(server, { key, body });
     expectStatus(first, 201, t('check.first201'), t('step.04.first201.why'));
     const firstPayment = paymentOf(first);
     const otherBody = { user: body.user, amount: body.amount * 100 + 99 };
     const other = await ctx.pay(server, { key, body: otherBody });
     expectStatus(other, 422, t('step.04.other', { first: body.amount, then: otherBody.amount }), why());
+    expectNoPayment(other, firstPayment, [first, other]);
     expectCharges(ctx, otherBody, 0, [first, other], t('step.04.conflictCharged.why'));
-    // Another user under the same key: refused (keys global), or that user's own new
-    // payment (keys scoped per user); never the first user's payment.
-    const otherUserBody = { user: ctx.data.user(), amount: body.amount };
-    const otherUser = await ctx.pay(server, { key, body: otherUserBody });
-    if (otherUser.status === 201) {
-      const theirs = (responseJson(otherUser) ?? {}) as Record<string, unknown>;
-      if (theirs.payment_id === firstPayment.payment_id || theirs.user !== otherUserBody.user) {
-        throw new CheckFailed(
-          t('step.04.otherUserGotFirst', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user), id: String(firstPayment.payment_id) }),
-          t('step.04.otherUser.why'),
-          { exchanges: [first, other, otherUser] },
-        );
+    // Other users under the same key: refused (keys global), or each that user's own new
+    // payment (keys scoped per user); never the first user's payment. The first user's
+    // name in capitals, and a name that joined to its amount reads like the first's
+    // (a fingerprint of user + amount without a separator), are other users too.
+    const digits = String(body.amount);
+    const otherUsers = [
+      { user: ctx.data.user(), amount: body.amount },
+      { user: body.user.toUpperCase(), amount: body.amount },
+      { user: body.user + digits[0], amount: Number(digits.slice(1)) },
+    ];
+    const exchanges = [first, other];
+    let theirOwn = 0;
+    for (const otherUserBody of otherUsers) {
+      const otherUser = await ctx.pay(server, { key, body: otherUserBody });
+      exchanges.push(otherUser);
+      if (otherUser.status === 201) {
+        const theirs = (responseJson(otherUser) ?? {}) as Record<string, unknown>;
+        if (theirs.payment_id === firstPayment.payment_id || theirs.user !== otherUserBody.user) {
+          throw new CheckFailed(
+            t('step.04.otherUserGotFirst', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user), id: String(firstPayment.payment_id) }),
+            t('step.04.otherUser.why'),
+            { exchanges: [first, other, otherUser] },
+          );
+        }
+        paymentOf(otherUser);
+        expectCharges(ctx, otherUserBody, 1, exchanges, t('step.04.scoped.why'));
+        theirOwn++;
+      } else {
+        const said =
+          otherUserBody.amount === body.amount
+            ? t('step.04.otherUser', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user) })
+            : t('step.04.otherUserAmount', { user: JSON.stringify(otherUserBody.user), amount: otherUserBody.amount, first: JSON.stringify(body.user), firstAmount: body.amount });
+        expectStatus(otherUser, 422, said, t('step.04.otherUser.why'));
+        expectNoPayment(otherUser, firstPayment, exchanges);
+        expectCharges(ctx, otherUserBody, 0, exchanges, t('step.04.conflictCharged.why'));
       }
-      paymentOf(otherUser);
-      expectCharges(ctx, otherUserBody, 1, [first, other, otherUser], t('step.04.scoped.why'));
-    } else {
-      expectStatus(otherUser, 422, t('step.04.otherUser', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user) }), t('step.04.otherUser.why'));
-      expectCharges(ctx, otherUserBody, 0, [first, other, otherUser], t('step.04.conflictCharged.why'));
     }
-    const exchanges = [first, other, otherUser];
     const mine = rowsForKey(ctx.ledger(), key).filter((row) => row.user === body.user);
     if (mine.length !== 1 || mine[0].amount !== body.amount) {
       throw new CheckFailed(
@@ -78,7 +115,7 @@ export const step: Step = {
     }
     const again = await ctx.pay(server, { key, body });
     expectReplay(first, again, t('step.04.again.why'));
-    expectRows(ctx, key, otherUser.status === 201 ? 2 : 1, [...exchanges, again], t('step.04.againRows.why'));
+    expectRows(ctx, key, 1 + theirOwn, [...exchanges, again], t('step.04.againRows.why'));
     expectCharges(ctx, body, 1, [...exchanges, again], t('step.04.charges.why'));
     return t('step.04.pass');
   },

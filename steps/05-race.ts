@@ -1,8 +1,9 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { expect } from '../grader/failure.js';
 import { commandKey, describeResponse, headerKey, parsePaste } from '../grader/paste.js';
 import { t } from '../i18n/index.js';
 import { CheckFailed } from '../grader/failure.js';
-import { RACE_SIZE, raceRound, where } from '../grader/race.js';
+import { RACE_SIZE, raceRound, where, type RaceOptions } from '../grader/race.js';
 import { checkTimeouts } from '../grader/http.js';
 import { chargeMs } from '../grader/limits.js';
 import { expectStatus, paymentOf } from '../grader/expect-http.js';
@@ -66,7 +67,7 @@ async function roundWithOthers(
   ctx: LiveContext,
   server: ServerInstance,
   round: number | string,
-  options: { name?: string; timeouts?: { connectMs: number; answerMs: number } },
+  options: Pick<RaceOptions, 'name' | 'timeouts' | 'payment'>,
 ): Promise<{ spread: number; gap: number; extra: Exchange[] }> {
   const others = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
   const { body, extra } = await raceRound(ctx, [server], round, options, others);
@@ -119,20 +120,34 @@ function serialised(spread: string, charge: number, times: number, extra: Exchan
   });
 }
 
+/** How long into the slow round's charge a request with its key and another body is sent, in ms. */
+export const CONFLICT_AFTER_MS = 200;
+
 /**
  * The slow round: RACE_SIZE duplicates of one payment together with OTHER_KEYS payments
- * of their own, all at once, on a server whose provider takes slowChargeMs(). Every
- * duplicate gets the stored 201 or a 409 however long the first takes; the other
- * payments all succeed, each with its own payment_id, and none waits for another's charge:
- * by the provider's statement, the four charges end less than 1.5 charge times apart (a
- * lock or a transaction held across charge() puts a whole charge time between each).
+ * of their own, all at once, on a server whose provider takes slowChargeMs(), and, while
+ * that charge is in flight, one request with the same key and another amount. Every
+ * duplicate gets the stored 201 or a 409 however long the first takes; the request with
+ * the other body is refused (422) or told to wait (409), never paid or answered with the
+ * first payment; the other payments all succeed, each with its own payment_id, and none
+ * waits for another's charge: by the provider's statement, the four charges end less than
+ * 0.75 charge times apart (a lock, a transaction or a limit of fewer than four at a time
+ * held across charge() puts a whole charge time between two of them).
  * @throws CheckFailed naming what went wrong
  */
 async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void> {
   const slow = slowChargeMs();
   const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + slow * (OTHER_KEYS + 2) };
-  const { spread, extra } = await roundWithOthers(ctx, server, 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts });
-  if (spread >= 1.5 * slow) throw serialised(String(spread), slow, spread / slow, extra);
+  const payment = { key: ctx.freshKey(), body: ctx.data.payment() };
+  const round = roundWithOthers(ctx, server, 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts, payment });
+  const conflict = delay(CONFLICT_AFTER_MS).then(() => ctx.pay(server, { key: payment.key, body: { user: payment.body.user, amount: ctx.data.amount() } }));
+  const [{ spread, extra }, refused] = await Promise.all([round, conflict]);
+  if (refused.status !== 422 && refused.status !== 409) {
+    throw new CheckFailed(t('step.05.conflictInFlight', { ms: CONFLICT_AFTER_MS, status: String(refused.status ?? refused.error) }), t('step.05.conflictInFlight.why'), {
+      exchanges: [refused],
+    });
+  }
+  if (spread >= 0.75 * slow) throw serialised(String(spread), slow, spread / slow, extra);
 }
 
 /** How many more tries of OVERLAP_PROBE payments the plain rounds make before saying that charges never overlap. */
