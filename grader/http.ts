@@ -130,9 +130,18 @@ async function sendOn(
   const headers: Record<string, string> = {};
   if (method === 'POST') headers['content-type'] = 'application/json';
   if (req?.key !== undefined) headers['idempotency-key'] = req.key;
+  // The one socket is handed to undici once: should it ask again (the socket was closed
+  // under a request), it gets an error, not the dead socket back, which would make it ask
+  // again at once for ever and hold the event loop.
+  let handed = false;
   const client = new Client(`http://127.0.0.1:${target.port}`, {
     // undici expects the connector to answer asynchronously, as a real connect does.
-    connect: (_options, callback) => process.nextTick(() => callback(null, socket)),
+    connect: (_options, callback) =>
+      process.nextTick(() => {
+        if (handed) return callback(new Error('the connection was closed'), null);
+        handed = true;
+        callback(null, socket);
+      }),
     headersTimeout: timeouts.answerMs,
     bodyTimeout: timeouts.answerMs,
   });

@@ -599,7 +599,7 @@ export const en = {
   'step.05.neverOverlapped': '{count} payments with keys of their own, sent at once to a provider that takes {charge} ms, waited for each other: in {tries} tries their charges never overlapped, each ended at least {gap} ms after the one before, about a whole charge time. A lock or a transaction is held across charge().',
   'check.audit.foreignLines': 'The provider\'s statement {log} holds {n} line(s) that are not charges, e.g. {line}',
   'check.audit.foreignLines.why': 'The statement is the payment provider\'s record, one JSON line per charge, written by charge(): a server keeps its own records in IDEM_DB, never there.',
-  'step.05.conflictInFlight': 'The slow-provider round: a request with the round\'s key and another amount, sent {ms} ms into the first request\'s charge, got {status}; it must be refused with 422 (or told to wait with 409).',
+  'step.05.conflictInFlight': 'The slow-provider round: a request with the key of one of the payments of their own and another amount, sent {ms} ms into that payment\'s charge, got {status}; it must be refused with 422 (or told to wait with 409).',
   'step.05.conflictInFlight.why': 'A reused key with another body is the client\'s mistake even while the first request is still being charged: the fingerprint is compared before anything is answered, or the client is paid for what it did not ask.',
   'step.02.firstReplayed': 'A first request with a new key was answered with Idempotency-Replayed: true; only a replay of a stored response may say so.',
   'step.02.firstReplayed.why': 'The header tells the client its payment was made by an earlier request; on a first response that is false, and a client that trusts it reports the wrong thing.',

@@ -581,7 +581,7 @@ export const ko: Record<MessageKey, string> = {
   'step.05.neverOverlapped': '서로 다른 키의 결제 {count}건을 {charge} ms 걸리는 결제사에 한꺼번에 보냈는데 서로를 기다렸습니다. {tries}번 시도하는 동안 결제가 한 번도 겹치지 않았고, 매번 앞의 결제가 끝나고 적어도 {gap} ms 뒤에, 곧 결제 한 번의 시간만큼 뒤에 끝났습니다. charge() 호출 동안 잠금이나 트랜잭션을 쥐고 있습니다.',
   'check.audit.foreignLines': '결제사 명세서에 결제가 아닌 줄이 {n}개 있습니다({log}). 예: {line}',
   'check.audit.foreignLines.why': '명세서는 결제사의 기록이며 charge()가 결제마다 JSON 한 줄씩 씁니다. 서버 자신의 기록은 그곳이 아니라 IDEM_DB에 둡니다.',
-  'step.05.conflictInFlight': '느린 결제사 라운드: 첫 요청의 결제가 시작되고 {ms} ms 뒤에 같은 키와 다른 금액으로 보낸 요청의 응답이 {status}였습니다. 이 요청은 422로 거절되어야 합니다(기다리라는 409도 됩니다).',
+  'step.05.conflictInFlight': '느린 결제사 라운드: 따로 보낸 결제 하나의 결제가 시작되고 {ms} ms 뒤에 그 결제의 키와 다른 금액으로 보낸 요청의 응답이 {status}였습니다. 이 요청은 422로 거절되어야 합니다(기다리라는 409도 됩니다).',
   'step.05.conflictInFlight.why': '첫 요청이 아직 결제 중이어도, 같은 키에 다른 본문을 보낸 것은 클라이언트의 실수입니다. 무엇이든 답하기 전에 지문을 비교해야 하며, 그렇지 않으면 클라이언트가 요청하지 않은 결제를 받게 됩니다.',
   'step.02.firstReplayed': '새 키로 보낸 첫 요청의 응답에 Idempotency-Replayed: true가 붙어 있었습니다. 저장된 응답을 다시 보낼 때만 그렇게 말할 수 있습니다.',
   'step.02.firstReplayed.why': '이 헤더는 결제가 이전 요청에서 이미 이루어졌다고 클라이언트에게 알립니다. 첫 응답에서는 사실이 아니며, 이를 믿는 클라이언트는 잘못된 내용을 보고합니다.',

@@ -581,7 +581,7 @@ export const zh: Record<MessageKey, string> = {
   'step.05.neverOverlapped': '{count} 笔键各不相同的支付同时发给一个每次扣款耗时 {charge} ms 的支付商，却互相等待：{tries} 次尝试中扣款从未重叠，每一笔都在前一笔结束至少 {gap} ms 之后才结束，差不多整整一次扣款的时间。调用 charge() 期间持有锁或事务。',
   'check.audit.foreignLines': '支付商对账单 {log} 中有 {n} 行不是扣款记录，例如：{line}',
   'check.audit.foreignLines.why': '对账单是支付商的记录，由 charge() 每次扣款写入一行 JSON：服务器自己的记录应放在 IDEM_DB 中，绝不能放在这里。',
-  'step.05.conflictInFlight': '慢支付商轮次：在第一个请求扣款开始 {ms} ms 后，用同一个键、不同金额发送的请求得到了 {status}；它必须以 422 拒绝（或以 409 让其等待）。',
+  'step.05.conflictInFlight': '慢支付商轮次：在一笔独立支付的扣款开始 {ms} ms 后，用该支付的键、不同金额发送的请求得到了 {status}；它必须以 422 拒绝（或以 409 让其等待）。',
   'step.05.conflictInFlight.why': '即使第一个请求仍在扣款，同一个键配另一个请求体也是客户端的错误：回答任何内容之前都要先比较指纹，否则客户端会拿到它并未请求的支付。',
   'step.02.firstReplayed': '用新键发送的第一个请求得到的响应带有 Idempotency-Replayed: true；只有重放已存储的响应时才能这样说。',
   'step.02.firstReplayed.why': '这个响应头告诉客户端支付是由更早的请求完成的；在第一个响应上这是假的，信任它的客户端会报告错误的情况。',

@@ -4,7 +4,7 @@ import { commandKey, describeResponse, headerKey, parsePaste } from '../grader/p
 import { t } from '../i18n/index.js';
 import { CheckFailed } from '../grader/failure.js';
 import { RACE_SIZE, raceRound, where, type RaceOptions } from '../grader/race.js';
-import { checkTimeouts } from '../grader/http.js';
+import { checkTimeouts, type PayRequest } from '../grader/http.js';
 import { chargeMs } from '../grader/limits.js';
 import { expectStatus, paymentOf } from '../grader/expect-http.js';
 import type { LiveContext } from '../grader/context.js';
@@ -67,12 +67,18 @@ async function roundWithOthers(
   ctx: LiveContext,
   server: ServerInstance,
   round: number | string,
-  options: Pick<RaceOptions, 'name' | 'timeouts' | 'payment'>,
+  options: Pick<RaceOptions, 'name' | 'timeouts'>,
+  others: PayRequest[] = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() })),
+  judge: (spread: number, extra: Exchange[]) => void = () => undefined,
 ): Promise<{ spread: number; gap: number; extra: Exchange[] }> {
-  const others = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
   const { body, extra } = await raceRound(ctx, [server], round, options, others);
+  const bodies = others.map((o) => o.body as { user: string; amount: number });
+  const all = endTimes(ctx, server, [body, ...bodies]);
+  // The caller's judgement of the timing comes first: a server whose payments wait for each
+  // other may also answer one of them wrongly, and the waiting is its bug.
+  judge(all.length > 1 ? all[all.length - 1] - all[0] : 0, extra);
   expectOthers(extra);
-  const ends = endTimes(ctx, server, [body, ...others.map((o) => o.body)]);
+  const ends = all;
   return { spread: ends.length > 1 ? ends[ends.length - 1] - ends[0] : 0, gap: smallestGap(ends), extra };
 }
 
@@ -126,7 +132,8 @@ export const CONFLICT_AFTER_MS = 200;
 /**
  * The slow round: RACE_SIZE duplicates of one payment together with OTHER_KEYS payments
  * of their own, all at once, on a server whose provider takes slowChargeMs(), and, while
- * that charge is in flight, one request with the same key and another amount. Every
+ * the charges are in flight, one request with the first other payment's key and another
+ * amount. Every
  * duplicate gets the stored 201 or a 409 however long the first takes; the request with
  * the other body is refused (422) or told to wait (409), never paid or answered with the
  * first payment; the other payments all succeed, each with its own payment_id, and none
@@ -138,16 +145,19 @@ export const CONFLICT_AFTER_MS = 200;
 async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void> {
   const slow = slowChargeMs();
   const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + slow * (OTHER_KEYS + 2) };
-  const payment = { key: ctx.freshKey(), body: ctx.data.payment() };
-  const round = roundWithOthers(ctx, server, 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts, payment });
-  const conflict = delay(CONFLICT_AFTER_MS).then(() => ctx.pay(server, { key: payment.key, body: { user: payment.body.user, amount: ctx.data.amount() } }));
-  const [{ spread, extra }, refused] = await Promise.all([round, conflict]);
+  const others = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
+  const judge = (spread: number, extra: Exchange[]) => {
+    if (spread >= 0.75 * slow) throw serialised(String(spread), slow, spread / slow, extra);
+  };
+  const round = roundWithOthers(ctx, server, 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts }, others, judge);
+  // The key of the first other payment, which only that payment raced for, with another amount.
+  const conflict = delay(CONFLICT_AFTER_MS).then(() => ctx.pay(server, { key: others[0].key, body: { user: others[0].body.user, amount: ctx.data.amount() } }));
+  const [, refused] = await Promise.all([round, conflict]);
   if (refused.status !== 422 && refused.status !== 409) {
     throw new CheckFailed(t('step.05.conflictInFlight', { ms: CONFLICT_AFTER_MS, status: String(refused.status ?? refused.error) }), t('step.05.conflictInFlight.why'), {
       exchanges: [refused],
     });
   }
-  if (spread >= 0.75 * slow) throw serialised(String(spread), slow, spread / slow, extra);
 }
 
 /** How many more tries of OVERLAP_PROBE payments the plain rounds make before saying that charges never overlap. */
