@@ -8,7 +8,7 @@ import path from 'node:path';
 import { Command, CommanderError, Help, InvalidArgumentError } from 'commander';
 import { SetupError } from '../grader/failure.js';
 import { fileProblem } from '../lab/safe-fs.js';
-import { findWorkspace } from '../lab/paths.js';
+import { findWorkspace, workspaceDir } from '../lab/paths.js';
 import { chooseLanguage, language, setLanguage, t } from '../i18n/index.js';
 
 // The commands load their modules when they run, so `--help` does not pay for undici,
@@ -190,7 +190,7 @@ program
     run(async () => {
       // The interpreter look-up and the sandbox probe run while the grader's modules load.
       const { prewarm } = await import('../grader/prewarm.js');
-      prewarm(opts.dir !== undefined ? path.resolve(opts.dir) : findWorkspace(), opts.sandbox);
+      prewarm(workspaceDir(opts), opts.sandbox);
       return (await grader()).checkCommand(steps, opts);
     })(),
   );

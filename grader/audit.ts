@@ -99,13 +99,15 @@ export function auditPayments(ctx: LiveContext): void {
   for (const exchange of ctx.exchanges) if (exchange.status === 201 && bodyOf(exchange)) paymentOf(exchange);
   for (const db of ctx.databases()) {
     const { payments, refused } = paymentsOf(db.exchanges);
-    auditStatement(ctx, db, payments, refused);
+    auditStatement(db, payments, refused);
     auditLedger(ctx, db, payments);
   }
 }
 
-function auditStatement(ctx: LiveContext, db: CheckDatabase, payments: Payment[], refused: Map<string, Exchange[]>): void {
-  const charges = ctx.charges(db);
+function auditStatement(db: CheckDatabase, payments: Payment[], refused: Map<string, Exchange[]>): void {
+  // One read of the statement: its charges, and its lines that are not charges.
+  const statement = readStatementLines(db.providerLog);
+  const charges = statement?.charges;
   if (charges === undefined) {
     if (payments.length === 0) return;
     throw new CheckFailed(t('check.audit.noStatement', { log: db.providerLog, count: payments.length }), t('check.audit.noStatement.why'), {
@@ -113,7 +115,7 @@ function auditStatement(ctx: LiveContext, db: CheckDatabase, payments: Payment[]
     });
   }
   // The statement is the provider's: a line that is not a charge was written by someone else.
-  const other = readStatementLines(db.providerLog)?.other ?? [];
+  const other = statement?.other ?? [];
   if (other.length > 0) {
     throw new CheckFailed(t('check.audit.foreignLines', { log: db.providerLog, n: other.length, line: other[0].slice(0, 200) }), t('check.audit.foreignLines.why'));
   }

@@ -28,8 +28,6 @@ export interface RaceOptions {
   name?: string;
   /** Time limits of its requests; default checkTimeouts(). */
   timeouts?: { connectMs: number; answerMs: number };
-  /** Called once the database's write lock is let go (lockDatabase), while the round's answers are still coming. */
-  onReleased?(): void;
   /** The round's key and payment, when the caller must know them before the round ends; default: fresh ones. */
   payment?: { key: string; body: { user: string; amount: number } };
 }
@@ -69,7 +67,6 @@ export async function raceRound(
       await delay(LOCK_HOLD_MS);
       release();
       release = undefined;
-      options.onReleased?.();
     }
     all = await answers;
   } finally {

@@ -15,20 +15,18 @@ import type { Step } from '../steps/types.js';
 import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from './runner.js';
 import { readSheet, sheetSection } from './sheet.js';
 import fs from 'node:fs';
-import { LAB_DIR, PACKAGE_ROOT, findWorkspace } from './paths.js';
+import { LAB_DIR, PACKAGE_ROOT, workspaceDir } from './paths.js';
 import { backUp, backupFiles, layWorkspace, listBackups, openWorkspace, readState, sha256, updateState } from './workspace.js';
 
 const c = colourFor(process.stdout);
 
 /** Options every workspace command takes. */
+export { workspaceDir };
+
 export interface WorkspaceOptions {
   dir?: string;
 }
 
-/** The workspace folder: --dir, else the nearest workspace from the current directory upward (findWorkspace). */
-export function workspaceDir(options: WorkspaceOptions): string {
-  return options.dir !== undefined ? path.resolve(options.dir) : findWorkspace();
-}
 
 /**
  * The first step that does not pass yet, looking after `after` first and then from the

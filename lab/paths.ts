@@ -45,3 +45,8 @@ function isFile(p: string): boolean {
     return false;
   }
 }
+
+/** The workspace folder: --dir, else the nearest workspace from the current directory upward (findWorkspace). */
+export function workspaceDir(options: { dir?: string }): string {
+  return options.dir !== undefined ? path.resolve(options.dir) : findWorkspace();
+}

@@ -55,11 +55,13 @@ function expectOthers(extra: Exchange[]): void {
 }
 
 /**
- * Sends one race round together with OTHER_KEYS payments of their own and checks that
- * those all succeed, each with its own payment_id.
- * @returns `spread`: how far apart the first and last of the round's charges (the raced
- *   payment's and the others') ended by the provider's statement of the server's
- *   database, in ms; `gap`: the shortest time between two of them (smallestGap), in ms;
+ * Sends one race round together with OTHER_KEYS payments of their own (`others`), has
+ * `judge` weigh the spread of the round's charges (the raced payment's and the others':
+ * how far apart the first and last ended by the provider's statement, in ms), then checks
+ * that the others all succeed, each with its own payment_id. The timing is judged first:
+ * a server whose payments wait for each other may also answer one of them wrongly, and
+ * the waiting is its bug.
+ * @returns `gap`: the shortest time between two of the charges' ends (smallestGap), in ms;
  *   `extra`: the other payments' exchanges
  * @throws CheckFailed naming what went wrong
  */
@@ -70,16 +72,12 @@ async function roundWithOthers(
   options: Pick<RaceOptions, 'name' | 'timeouts'>,
   others: PayRequest[] = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() })),
   judge: (spread: number, extra: Exchange[]) => void = () => undefined,
-): Promise<{ spread: number; gap: number; extra: Exchange[] }> {
+): Promise<{ gap: number; extra: Exchange[] }> {
   const { body, extra } = await raceRound(ctx, [server], round, options, others);
-  const bodies = others.map((o) => o.body as { user: string; amount: number });
-  const all = endTimes(ctx, server, [body, ...bodies]);
-  // The caller's judgement of the timing comes first: a server whose payments wait for each
-  // other may also answer one of them wrongly, and the waiting is its bug.
-  judge(all.length > 1 ? all[all.length - 1] - all[0] : 0, extra);
+  const ends = endTimes(ctx, server, [body, ...others.map((o) => o.body as { user: string; amount: number })]);
+  judge(ends.length > 1 ? ends[ends.length - 1] - ends[0] : 0, extra);
   expectOthers(extra);
-  const ends = all;
-  return { spread: ends.length > 1 ? ends[ends.length - 1] - ends[0] : 0, gap: smallestGap(ends), extra };
+  return { gap: smallestGap(ends), extra };
 }
 
 /**
