@@ -4,7 +4,8 @@
  * every time. For each fixture it grades the race steps SOAK_RUNS times (default 100) and
  * prints how many runs gave the verdict fixtures/matrix.ts expects. `--load N` keeps N busy
  * loops running meanwhile (default 0), as on a loaded machine; they are stopped by pid.
- * Exit 0 when every count is full, 1 otherwise. Not part of `npm test`: it takes long.
+ * Under each fixture it lists what the failures said (each kind with its count), so a
+ * wrong fixture is seen to fail for its reason. Exit 0 when every count is full, 1 otherwise. Not part of `npm test`: it takes long.
  *
  * Options: --runs N, --load N, --only NAME[,NAME...] (fixtures), --steps 05[,06],
  * --sandbox auto|required|off (default auto, as `idem-lab check`: servers in bubblewrap
@@ -76,6 +77,8 @@ for (const { name, expect } of soaked()) {
     const resolved = { ...(await resolveInterpreter(command, ws.dir)), ...(sandbox ? { sandbox } : {}) };
     const hits: Record<string, number> = Object.fromEntries(Object.keys(expect).map((id) => [id, 0]));
     const seen: string[] = [];
+    // What the failures said, each kind once with its count: digits and quoted values blurred, first clause only.
+    const reasons = new Map<string, number>();
     const started = performance.now();
     for (let i = 0; i < runs; i++) {
       const results = await grade({ workspace: ws.dir, steps, command: resolved });
@@ -83,6 +86,10 @@ for (const { name, expect } of soaked()) {
         const want = expect[r.id];
         if (want === undefined) continue;
         const ok = want === P ? r.status === 'pass' : r.status === 'fail' && new RegExp(want).test(r.message);
+        if (r.status !== 'pass') {
+          const reason = `${r.id}: ${r.message.replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 110)}`;
+          reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+        }
         if (ok) hits[r.id]++;
         else if (seen.length < 3) seen.push(`run ${i + 1}, step ${r.id} ${r.status} (seed ${r.seed}): ${r.message}`);
       }
@@ -91,6 +98,7 @@ for (const { name, expect } of soaked()) {
     if (Object.values(hits).some((n) => n !== runs)) allFull = false;
     console.log(`${name.padEnd(28)} ${cells.join('   ')}   (${((performance.now() - started) / 1000).toFixed(0)} s)`);
     for (const line of seen) console.log(`    ${line}`);
+    for (const [reason, n] of reasons) console.log(`    ${String(n).padStart(4)} × ${reason}`);
   } finally {
     ws.remove();
   }

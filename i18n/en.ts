@@ -605,6 +605,9 @@ export const en = {
   'step.02.firstReplayed.why': 'The header tells the client its payment was made by an earlier request; on a first response that is false, and a client that trusts it reports the wrong thing.',
   'step.04.otherUserAmount': 'The same key sent by another user with another amount ({user} and {amount} instead of {first} and {firstAmount}) must be refused with 422, or be that user\'s own new payment: a fingerprint must tell the fields apart, not only their characters run together.',
   'step.04.refusalLeaks': 'A refusal (HTTP {status}) carried the first payment (payment {id}) in its body: a refused request gets an error, never another request\'s payment.',
+  // --- session14 ---
+  'step.05.lateWaited': 'The slow-provider round: a payment with a new key, sent {ms} ms in while retries of the raced payment waited for its {slow} ms charge, was charged only once that charge had ended: by the provider\'s statement its charge ended {gap} ms after the raced one\'s, not under {limit} ms. Its claim waited for a lock that a waiting retry held.',
+  'step.05.lateWaited.why': 'A retry that waits for its first request must wait outside every lock that other keys need: while it waits inside one, every new customer waits for someone else\'s provider call.',
 } as const;
 
 /** A message's key. */

@@ -69,7 +69,7 @@ async function roundWithOthers(
   ctx: LiveContext,
   server: ServerInstance,
   round: number | string,
-  options: Pick<RaceOptions, 'name' | 'timeouts'>,
+  options: Pick<RaceOptions, 'name' | 'timeouts' | 'payment'>,
   others: PayRequest[] = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() })),
   judge: (spread: number, extra: Exchange[]) => void = () => undefined,
 ): Promise<{ gap: number; extra: Exchange[] }> {
@@ -118,43 +118,70 @@ async function overlapProbe(ctx: LiveContext, server: ServerInstance): Promise<n
 }
 
 /** The failure of payments with keys of their own that waited for each other's charges. */
-function serialised(spread: string, charge: number, times: number, extra: Exchange[]): CheckFailed {
-  return new CheckFailed(t('step.05.serialised', { count: OTHER_KEYS + 1, slow: charge, ms: spread, times: times.toFixed(1) }), t('step.05.serialised.why'), {
+function serialised(count: number, spread: string, charge: number, times: number, extra: Exchange[]): CheckFailed {
+  return new CheckFailed(t('step.05.serialised', { count, slow: charge, ms: spread, times: times.toFixed(1) }), t('step.05.serialised.why'), {
     exchanges: extra,
   });
 }
 
-/** How long into the slow round a request with the first other payment's key and another body is sent, in ms: half the charge, so that on a busy machine (a cohort graded two at a time) that payment has surely claimed its key, and surely not finished. */
+/** How long into the slow round a request with the first other payment's key and another body is sent, and the late payment too, in ms: half the charge, so that on a busy machine (a cohort graded two at a time) that payment has surely claimed its key, and surely not finished. */
 export const CONFLICT_AFTER_MS = 600;
 
 /**
- * The slow round: RACE_SIZE duplicates of one payment together with OTHER_KEYS payments
- * of their own, all at once, on a server whose provider takes slowChargeMs(), and, while
- * the charges are in flight, one request with the first other payment's key and another
- * amount. Every
- * duplicate gets the stored 201 or a 409 however long the first takes; the request with
- * the other body is refused (422) or told to wait (409), never paid or answered with the
- * first payment; the other payments all succeed, each with its own payment_id, and none
- * waits for another's charge: by the provider's statement, the four charges end less than
- * 0.75 charge times apart (a lock, a transaction or a limit of fewer than four at a time
- * held across charge() puts a whole charge time between two of them).
+ * How far after the raced payment's charge the late payment's charge may end, in charge
+ * times. Sent CONFLICT_AFTER_MS into the round, a late payment that is charged at once
+ * ends about half a charge after the raced one; one that could only start once the raced
+ * charge ended (its claim waited for a lock that a waiting retry held) ends a whole charge
+ * time or more after it, every time: its own charge takes that long.
+ */
+export const LATE_LIMIT = 0.9;
+
+/**
+ * The slow round: RACE_SIZE duplicates of one payment together with OTHER_KEYS - 1
+ * payments of their own, all at once, on a server whose provider takes slowChargeMs();
+ * and, CONFLICT_AFTER_MS in, while the charges are in flight and the duplicates wait for
+ * the first, one request with the first other payment's key and another amount, and one
+ * more payment with a new key (the late payment). Every duplicate gets the stored 201 or
+ * a 409 however long the first takes; the request with the other body is refused (422)
+ * or told to wait (409), never paid or answered with the first payment; the other
+ * payments all succeed, each with its own payment_id, and none waits for another's
+ * charge: by the provider's statement, the charges sent at once end less than 0.75
+ * charge times apart (a lock, a transaction or a limit of fewer than three at a time held
+ * across charge() puts a whole charge time between two of them), and the late payment's
+ * ends less than LATE_LIMIT charge times after the raced payment's (a retry that waits
+ * for its first request inside a lock that new payments need holds the late payment
+ * back until the raced charge has ended, whoever won the lock in the first instant).
  * @throws CheckFailed naming what went wrong
  */
 async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void> {
   const slow = slowChargeMs();
   const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + slow * (OTHER_KEYS + 2) };
-  const others = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
+  const raced = { key: ctx.freshKey(), body: ctx.data.payment() };
+  const others = Array.from({ length: OTHER_KEYS - 1 }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
+  const late = { key: ctx.freshKey(), body: ctx.data.payment() };
   const judge = (spread: number, extra: Exchange[]) => {
-    if (spread >= 0.75 * slow) throw serialised(String(spread), slow, spread / slow, extra);
+    if (spread >= 0.75 * slow) throw serialised(others.length + 1, String(spread), slow, spread / slow, extra);
   };
-  const round = roundWithOthers(ctx, server, 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts }, others, judge);
+  const round = roundWithOthers(ctx, server, 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts, payment: raced }, others, judge);
   // The key of the first other payment, which only that payment raced for, with another amount.
-  const conflict = delay(CONFLICT_AFTER_MS).then(() => ctx.pay(server, { key: others[0].key, body: { user: others[0].body.user, amount: ctx.data.amount() } }));
-  const [, refused] = await Promise.all([round, conflict]);
+  const inFlight = delay(CONFLICT_AFTER_MS);
+  const conflict = inFlight.then(() => ctx.pay(server, { key: others[0].key, body: { user: others[0].body.user, amount: ctx.data.amount() } }));
+  const latePaid = inFlight.then(() => ctx.pay(server, late));
+  const [, refused, lateExchange] = await Promise.all([round, conflict, latePaid]);
   if (refused.status !== 422 && refused.status !== 409) {
     throw new CheckFailed(t('step.05.conflictInFlight', { ms: CONFLICT_AFTER_MS, status: String(refused.status ?? refused.error) }), t('step.05.conflictInFlight.why'), {
       exchanges: [refused],
     });
+  }
+  expectOthers([lateExchange]);
+  const [racedEnd] = endTimes(ctx, server, [raced.body]);
+  const [lateEnd] = endTimes(ctx, server, [late.body]);
+  if (lateEnd - racedEnd >= LATE_LIMIT * slow) {
+    throw new CheckFailed(
+      t('step.05.lateWaited', { ms: CONFLICT_AFTER_MS, slow, gap: lateEnd - racedEnd, limit: Math.round(LATE_LIMIT * slow) }),
+      t('step.05.lateWaited.why'),
+      { exchanges: [lateExchange] },
+    );
   }
 }
 
