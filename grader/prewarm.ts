@@ -11,7 +11,8 @@ const lookUps = new Map<string, Promise<string | undefined>>();
 
 /**
  * The real path of the Python interpreter `file` (python or python3) runs as from `cwd`
- * (`sys.executable`), asked once per (file, cwd) in this process; undefined when it cannot
+ * (`sys.executable`, asked with -S: without the site packages, whose .pth files can take
+ * tens of ms), asked once per (file, cwd) in this process; undefined when it cannot
  * be asked within 10 s or answers nothing. Never rejects.
  */
 export function interpreterPath(file: string, cwd: string): Promise<string | undefined> {
@@ -20,7 +21,7 @@ export function interpreterPath(file: string, cwd: string): Promise<string | und
   if (!lookUp) {
     lookUp = new Promise((resolve) => {
       try {
-        execFile(file, ['-c', 'import sys; print(sys.executable)'], { cwd, timeout: 10_000 }, (err, stdout) => resolve(err ? undefined : String(stdout).trim() || undefined));
+        execFile(file, ['-S', '-c', 'import sys; print(sys.executable)'], { cwd, timeout: 10_000 }, (err, stdout) => resolve(err ? undefined : String(stdout).trim() || undefined));
       } catch {
         resolve(undefined);
       }

@@ -3,7 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as delay } from 'node:timers/promises';
-import { execa, type ResultPromise } from 'execa';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { t } from '../i18n/index.js';
 import { ServerStartFailed } from './failure.js';
 import { send } from './http.js';
@@ -142,25 +142,39 @@ export class ServerInstance {
   private exitInfo: { code?: number; signal?: string } | undefined;
   private readonly exited: Promise<void>;
 
-  constructor(subprocess: ResultPromise, label: string, port: number, dbPath: string) {
+  /**
+   * @param subprocess the server's first process, spawned detached with its stdout and
+   *   stderr piped (node:child_process: execa's import alone takes about a tenth of a
+   *   second, a twentieth of a whole check)
+   */
+  constructor(subprocess: ChildProcess, label: string, port: number, dbPath: string) {
     this.label = label;
     this.port = port;
     this.dbPath = dbPath;
     this.pid = subprocess.pid ?? -1;
-    this.streams = [subprocess.stdout, subprocess.stderr, subprocess.all];
-    subprocess.all?.on('data', (chunk: Buffer) => {
+    this.streams = [subprocess.stdout, subprocess.stderr];
+    // stdout and stderr interleaved as they arrive.
+    const keep = (chunk: Buffer) => {
       const text = this.tail + chunk.toString('utf8');
       if (text.length > OUTPUT_TAIL_BYTES) this.cut = true;
       this.tail = text.slice(-OUTPUT_TAIL_BYTES);
+    };
+    subprocess.stdout?.on('data', keep);
+    subprocess.stderr?.on('data', keep);
+    this.exited = new Promise((resolve) => {
+      // 'close' comes once the process has exited and its output has ended; 'error' when it could not be started at all.
+      subprocess.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
+        this.exitInfo ??= { code: code ?? undefined, signal: signal ?? undefined };
+        resolve();
+      });
+      subprocess.once('error', (err: NodeJS.ErrnoException) => {
+        if (subprocess.pid === undefined) {
+          keep(Buffer.from(`${err.message}\n`));
+          this.exitInfo ??= { code: undefined, signal: undefined };
+          resolve();
+        }
+      });
     });
-    this.exited = subprocess.then(
-      (result) => {
-        this.exitInfo = { code: result.exitCode, signal: result.signal };
-      },
-      (err: { exitCode?: number; signal?: string }) => {
-        this.exitInfo = { code: err.exitCode, signal: err.signal };
-      },
-    );
   }
 
   /** The last 4 KiB of what the server printed (stdout and stderr interleaved), from the start of a line. */
@@ -403,15 +417,11 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const [file, args] = private_
     ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, relay.folders), '--', ...inner]]
     : [command.file, command.args];
-  const subprocess = execa(file, args, {
+  const subprocess = spawn(file, args, {
     cwd,
-    extendEnv: false,
     env: serverEnv(options, port, home),
     detached: true,
-    stdin: 'ignore',
-    all: true,
-    buffer: false,
-    reject: false,
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
   if (private_?.network === 'private') instance.socketPath = socketPath;

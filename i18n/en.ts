@@ -376,8 +376,8 @@ export const en = {
   'step.05.othersFailed': '{count} payments with keys of their own, sent at the same moment as a slow payment, must each succeed (201); one got {status} after {ms} ms.',
   'step.05.othersFailed.why': 'Payments with different keys have nothing to wait for: only requests with one key must be one payment.',
   'step.05.othersSame': '{count} payments with keys of their own got the same payment_id: each key is a payment of its own.',
-  'step.05.serialised': '{count} payments with keys of their own, sent at once to a provider that takes {slow} ms, waited for each other: by the provider\'s statement their charges ended {ms} ms apart, {times} times the charge. A lock, a transaction or a limit on payments at once is held across charge().',
-  'step.05.serialised.why': 'Hold a lock only to claim the key, never across the call to the provider: one slow payment must not stall every other customer.',
+  'step.05.serialised': 'The slow-provider round ({slow} ms per charge): {count} payments with keys of their own, sent {after} ms after the raced payment while its retries waited for it, were held back: by the provider\'s statement the raced charge and theirs ended {ms} ms apart, {times} times the charge (under {limit} ms when none waits). A lock, a transaction or a limit on payments at once is held across charge(), or a waiting retry holds a lock that new payments need.',
+  'step.05.serialised.why': 'Hold a lock only to claim a key, never across the call to the provider, and let a retry wait for its first request outside every lock: one slow payment must not stall every other customer.',
   'step.06.part.restart': 'After a restart:',
   'step.06.part.shared': 'On another instance:',
   'step.06.part.split': 'A race split over two instances:',
@@ -605,9 +605,6 @@ export const en = {
   'step.02.firstReplayed.why': 'The header tells the client its payment was made by an earlier request; on a first response that is false, and a client that trusts it reports the wrong thing.',
   'step.04.otherUserAmount': 'The same key sent by another user with another amount ({user} and {amount} instead of {first} and {firstAmount}) must be refused with 422, or be that user\'s own new payment: a fingerprint must tell the fields apart, not only their characters run together.',
   'step.04.refusalLeaks': 'A refusal (HTTP {status}) carried the first payment (payment {id}) in its body: a refused request gets an error, never another request\'s payment.',
-  // --- session14 ---
-  'step.05.lateWaited': 'The slow-provider round: a payment with a new key, sent {ms} ms in while retries of the raced payment waited for its {slow} ms charge, was charged only once that charge had ended: by the provider\'s statement its charge ended {gap} ms after the raced one\'s, not under {limit} ms. Its claim waited for a lock that a waiting retry held.',
-  'step.05.lateWaited.why': 'A retry that waits for its first request must wait outside every lock that other keys need: while it waits inside one, every new customer waits for someone else\'s provider call.',
 } as const;
 
 /** A message's key. */

@@ -7,7 +7,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { execa } from 'execa';
 import { send } from '../grader/http.js';
 import { contractEnv, freePort, killGroup, type ServerCommand } from '../grader/server.js';
 import { lockState, readState, updateState, writeState, type WorkspaceState } from './workspace.js';
@@ -129,6 +128,8 @@ async function withSignalsDeferred<T>(fn: () => Promise<T>): Promise<T> {
  *   read-only workspace); no server is left running then
  */
 export async function startLabServer(workspace: string, command: ServerCommand, port?: number): Promise<StartOutcome> {
+  // Loaded here, not with the module: \`idem-lab check\` imports this module for its port, and execa's import takes a tenth of a second.
+  const { execa } = await import('execa');
   const launched = await withSignalsDeferred(async (): Promise<StartOutcome | { pid: number; startTime: number; chosen: number; movedFrom?: number; exited: () => boolean }> => {
     const release = lockState(workspace);
     try {

@@ -3,8 +3,8 @@ import { expect } from '../grader/failure.js';
 import { commandKey, describeResponse, headerKey, parsePaste } from '../grader/paste.js';
 import { t } from '../i18n/index.js';
 import { CheckFailed } from '../grader/failure.js';
-import { RACE_SIZE, raceRound, where, type RaceOptions } from '../grader/race.js';
-import { checkTimeouts, type PayRequest } from '../grader/http.js';
+import { RACE_SIZE, raceRound, where } from '../grader/race.js';
+import { checkTimeouts } from '../grader/http.js';
 import { chargeMs } from '../grader/limits.js';
 import { expectStatus, paymentOf } from '../grader/expect-http.js';
 import type { LiveContext } from '../grader/context.js';
@@ -55,27 +55,20 @@ function expectOthers(extra: Exchange[]): void {
 }
 
 /**
- * Sends one race round together with OTHER_KEYS payments of their own (`others`), has
- * `judge` weigh the spread of the round's charges (the raced payment's and the others':
- * how far apart the first and last ended by the provider's statement, in ms), then checks
- * that the others all succeed, each with its own payment_id. The timing is judged first:
- * a server whose payments wait for each other may also answer one of them wrongly, and
- * the waiting is its bug.
- * @returns `gap`: the shortest time between two of the charges' ends (smallestGap), in ms;
- *   `extra`: the other payments' exchanges
+ * Sends one race round together with OTHER_KEYS payments with keys of their own, all at
+ * once, and checks that those all succeed, each with its own payment_id.
+ * @returns `gap`: the shortest time between two of the charges' ends, the raced
+ *   payment's and the others' (smallestGap), in ms; `extra`: the other payments' exchanges
  * @throws CheckFailed naming what went wrong
  */
 async function roundWithOthers(
   ctx: LiveContext,
   server: ServerInstance,
   round: number | string,
-  options: Pick<RaceOptions, 'name' | 'timeouts' | 'payment'>,
-  others: PayRequest[] = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() })),
-  judge: (spread: number, extra: Exchange[]) => void = () => undefined,
 ): Promise<{ gap: number; extra: Exchange[] }> {
-  const { body, extra } = await raceRound(ctx, [server], round, options, others);
-  const ends = endTimes(ctx, server, [body, ...others.map((o) => o.body as { user: string; amount: number })]);
-  judge(ends.length > 1 ? ends[ends.length - 1] - ends[0] : 0, extra);
+  const others = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
+  const { body, extra } = await raceRound(ctx, [server], round, {}, others);
+  const ends = endTimes(ctx, server, [body, ...others.map((o) => o.body)]);
   expectOthers(extra);
   return { gap: smallestGap(ends), extra };
 }
@@ -117,71 +110,62 @@ async function overlapProbe(ctx: LiveContext, server: ServerInstance): Promise<n
   return smallestGap(endTimes(ctx, server, payments.map((p) => p.body)));
 }
 
-/** The failure of payments with keys of their own that waited for each other's charges. */
-function serialised(count: number, spread: string, charge: number, times: number, extra: Exchange[]): CheckFailed {
-  return new CheckFailed(t('step.05.serialised', { count, slow: charge, ms: spread, times: times.toFixed(1) }), t('step.05.serialised.why'), {
-    exchanges: extra,
-  });
-}
+/** How long after the slow round's duplicates its payments with keys of their own are sent, in ms: by then a retry that waits for the raced payment is waiting. */
+export const OTHERS_AFTER_MS = 200;
 
-/** How long into the slow round a request with the first other payment's key and another body is sent, and the late payment too, in ms: half the charge, so that on a busy machine (a cohort graded two at a time) that payment has surely claimed its key, and surely not finished. */
+/** How long after the slow round's payments of their own a request with the first one's key and another body is sent, in ms: half the charge, so that on a busy machine (a cohort graded two at a time) that payment has surely claimed its key, and surely not finished. */
 export const CONFLICT_AFTER_MS = 600;
 
 /**
- * How far after the raced payment's charge the late payment's charge may end, in charge
- * times. Sent CONFLICT_AFTER_MS into the round, a late payment that is charged at once
- * ends about half a charge after the raced one; one that could only start once the raced
- * charge ended (its claim waited for a lock that a waiting retry held) ends a whole charge
- * time or more after it, every time: its own charge takes that long.
+ * How far apart, in charge times, the slow round's charges may end: the raced payment's
+ * and those of the payments with keys of their own sent OTHERS_AFTER_MS later. Charged at
+ * once, they end about OTHERS_AFTER_MS apart; a payment that had to wait for another's
+ * charge (a lock or a transaction held across charge(), a limit of fewer than four at a
+ * time, a retry that waits for its first request inside a lock that new payments need)
+ * ends a whole charge time or more after it, every time: its own charge takes that long.
  */
-export const LATE_LIMIT = 0.9;
+export const SLOW_SPREAD_LIMIT = 0.9;
 
 /**
- * The slow round: RACE_SIZE duplicates of one payment together with OTHER_KEYS - 1
- * payments of their own, all at once, on a server whose provider takes slowChargeMs();
- * and, CONFLICT_AFTER_MS in, while the charges are in flight and the duplicates wait for
- * the first, one request with the first other payment's key and another amount, and one
- * more payment with a new key (the late payment). Every duplicate gets the stored 201 or
- * a 409 however long the first takes; the request with the other body is refused (422)
- * or told to wait (409), never paid or answered with the first payment; the other
- * payments all succeed, each with its own payment_id, and none waits for another's
- * charge: by the provider's statement, the charges sent at once end less than 0.75
- * charge times apart (a lock, a transaction or a limit of fewer than three at a time held
- * across charge() puts a whole charge time between two of them), and the late payment's
- * ends less than LATE_LIMIT charge times after the raced payment's (a retry that waits
- * for its first request inside a lock that new payments need holds the late payment
- * back until the raced charge has ended, whoever won the lock in the first instant).
+ * The slow round, on a server whose provider takes slowChargeMs(): RACE_SIZE duplicates
+ * of one payment at once (the raced payment); OTHERS_AFTER_MS later, while the raced
+ * payment is charged and its retries wait for it, OTHER_KEYS payments with keys of their
+ * own at once; CONFLICT_AFTER_MS after those, while they are in flight, one request with
+ * the first one's key and another amount. Every duplicate gets the stored 201 or a 409
+ * however long the first takes; no payment waits for another's charge: by the
+ * provider's statement, the raced charge and the others' end less than SLOW_SPREAD_LIMIT
+ * charge times apart (judged before their answers: a server whose payments wait for each
+ * other may also answer one of them wrongly, and the waiting is its bug); the others all
+ * succeed, each with its own payment_id; the request with the other body is refused
+ * (422) or told to wait (409), never paid or answered with the first payment.
  * @throws CheckFailed naming what went wrong
  */
 async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void> {
   const slow = slowChargeMs();
   const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + slow * (OTHER_KEYS + 2) };
   const raced = { key: ctx.freshKey(), body: ctx.data.payment() };
-  const others = Array.from({ length: OTHER_KEYS - 1 }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
-  const late = { key: ctx.freshKey(), body: ctx.data.payment() };
-  const judge = (spread: number, extra: Exchange[]) => {
-    if (spread >= 0.75 * slow) throw serialised(others.length + 1, String(spread), slow, spread / slow, extra);
-  };
-  const round = roundWithOthers(ctx, server, 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts, payment: raced }, others, judge);
+  const others = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
+  const round = raceRound(ctx, [server], 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts, payment: raced });
+  const sent = delay(OTHERS_AFTER_MS).then(() => ctx.paySimultaneously([server], others, timeouts));
   // The key of the first other payment, which only that payment raced for, with another amount.
-  const inFlight = delay(CONFLICT_AFTER_MS);
-  const conflict = inFlight.then(() => ctx.pay(server, { key: others[0].key, body: { user: others[0].body.user, amount: ctx.data.amount() } }));
-  const latePaid = inFlight.then(() => ctx.pay(server, late));
-  const [, refused, lateExchange] = await Promise.all([round, conflict, latePaid]);
+  const conflict = delay(OTHERS_AFTER_MS + CONFLICT_AFTER_MS).then(() =>
+    ctx.pay(server, { key: others[0].key, body: { user: others[0].body.user, amount: ctx.data.amount() } }),
+  );
+  const [, extra, refused] = await Promise.all([round, sent, conflict]);
+  const ends = endTimes(ctx, server, [raced.body, ...others.map((o) => o.body)]);
+  const spread = ends.length > 1 ? ends[ends.length - 1] - ends[0] : 0;
+  if (spread >= SLOW_SPREAD_LIMIT * slow) {
+    throw new CheckFailed(
+      t('step.05.serialised', { count: OTHER_KEYS, slow, after: OTHERS_AFTER_MS, ms: spread, times: (spread / slow).toFixed(1), limit: Math.round(SLOW_SPREAD_LIMIT * slow) }),
+      t('step.05.serialised.why'),
+      { exchanges: extra },
+    );
+  }
+  expectOthers(extra);
   if (refused.status !== 422 && refused.status !== 409) {
     throw new CheckFailed(t('step.05.conflictInFlight', { ms: CONFLICT_AFTER_MS, status: String(refused.status ?? refused.error) }), t('step.05.conflictInFlight.why'), {
       exchanges: [refused],
     });
-  }
-  expectOthers([lateExchange]);
-  const [racedEnd] = endTimes(ctx, server, [raced.body]);
-  const [lateEnd] = endTimes(ctx, server, [late.body]);
-  if (lateEnd - racedEnd >= LATE_LIMIT * slow) {
-    throw new CheckFailed(
-      t('step.05.lateWaited', { ms: CONFLICT_AFTER_MS, slow, gap: lateEnd - racedEnd, limit: Math.round(LATE_LIMIT * slow) }),
-      t('step.05.lateWaited.why'),
-      { exchanges: [lateExchange] },
-    );
   }
 }
 
@@ -206,7 +190,7 @@ export const OVERLAP_TRIES = 3;
 async function plainRounds(ctx: LiveContext, server: ServerInstance): Promise<Overlap> {
   const overlap: Overlap = { gaps: [], extra: [] };
   for (let round = 2; round <= RACE_ROUNDS; round++) {
-    const r = await roundWithOthers(ctx, server, round, {});
+    const r = await roundWithOthers(ctx, server, round);
     overlap.gaps.push(r.gap);
     overlap.extra.push(...r.extra);
   }
