@@ -6,13 +6,21 @@ import type { Client as UndiciClient } from 'undici';
  * undici's HTTP/1.1 client alone, with the request API its index gives every dispatcher
  * (undici 7.30.2, pinned: the package has no `exports` map, so its files can be loaded one
  * by one; index.js does the same Object.assign). The index loads fetch, WebSocket, caches
- * and mocks as well, which takes a tenth of a second at every command's start-up.
+ * and mocks as well, which takes a tenth of a second at every command's start-up. Even
+ * these files take about 40 ms, so they are loaded on first use, or by loadHttpClient
+ * while a server is starting, not when the command line starts.
  */
-const Client = (() => {
-  const load = createRequire(import.meta.url);
-  Object.assign((load('undici/lib/dispatcher/dispatcher.js') as { prototype: object }).prototype, load('undici/lib/api/index.js'));
-  return load('undici/lib/dispatcher/client.js') as typeof UndiciClient;
-})();
+let undiciClient: typeof UndiciClient | undefined;
+
+/** Loads undici's client now, if not yet loaded (synchronous; about 40 ms once): call it while waiting for something else. */
+export function loadHttpClient(): typeof UndiciClient {
+  if (!undiciClient) {
+    const load = createRequire(import.meta.url);
+    Object.assign((load('undici/lib/dispatcher/dispatcher.js') as { prototype: object }).prototype, load('undici/lib/api/index.js'));
+    undiciClient = load('undici/lib/dispatcher/client.js') as typeof UndiciClient;
+  }
+  return undiciClient;
+}
 import { limits } from './limits.js';
 import type { Exchange } from './types.js';
 import { t } from '../i18n/index.js';
@@ -134,6 +142,7 @@ async function sendOn(
   // under a request), it gets an error, not the dead socket back, which would make it ask
   // again at once for ever and hold the event loop.
   let handed = false;
+  const Client = loadHttpClient();
   const client = new Client(`http://127.0.0.1:${target.port}`, {
     // undici expects the connector to answer asynchronously, as a real connect does.
     connect: (_options, callback) =>

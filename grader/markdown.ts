@@ -5,7 +5,15 @@
  * list item knows the items it sits in, and a list item the items nested in it. Parsed
  * with marked's lexer.
  */
-import { marked, type Token, type Tokens } from 'marked';
+import { createRequire } from 'node:module';
+import type { marked as Marked, Token, Tokens } from 'marked';
+
+let markedLoaded: typeof Marked | undefined;
+/** marked (its CommonJS build), loaded on first use: only the file checks of 07 and 08 parse Markdown, and loading it takes about 20 ms of every command's start. */
+function markedLexer(): typeof Marked {
+  markedLoaded ??= (createRequire(import.meta.url)('marked') as { marked: typeof Marked }).marked;
+  return markedLoaded;
+}
 
 /** One thing the learner wrote. A table row keeps its cells and the table's header. */
 export interface Statement {
@@ -296,7 +304,7 @@ export function statements(markdown: string): Statement[] {
   const w: Walk = { out: [], block: 0, lists: 0 };
   const { text, runOns } = splitRunOns(markdown.replace(/\r\n?/g, '\n'));
   try {
-    walk(marked.lexer(text), undefined, w, runOns);
+    walk(markedLexer().lexer(text), undefined, w, runOns);
   } catch {
     // Too deep for the stack (nested quotes or lists): read it line by line.
     return statementsByLine(markdown);

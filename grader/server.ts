@@ -6,7 +6,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { t } from '../i18n/index.js';
 import { ServerStartFailed } from './failure.js';
-import { send } from './http.js';
+import { loadHttpClient, send } from './http.js';
 import { chargeMs, limits } from './limits.js';
 import { atExit } from './cleanup.js';
 import { bwrapArgs, prlimitArgs, type Sandbox } from './sandbox.js';
@@ -434,6 +434,9 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
   const deadline = performance.now() + timeoutMs;
   const target = { label: instance.label, port: instance.port, socketPath: instance.socketPath };
   let lastAnswer = t('check.noHealth.never');
+  // The HTTP client loads while the server starts, not when the first health check is due.
+  await delay(0);
+  loadHttpClient();
   // The Python relay makes its socket once the server takes connections: until then a
   // look at the folder is cheaper than a request that fails. (The Node.js relay makes it at once.)
   while (instance.socketPath && !fs.existsSync(instance.socketPath) && !instance.hasExited && performance.now() < deadline) await delay(10);
