@@ -88,12 +88,12 @@ export function differences(a: Record<string, unknown>, b: Record<string, unknow
  * @throws CheckFailed listing the fields that differ
  */
 export function expectReplay(first: Exchange, retry: Exchange, why: string): void {
-  // The reason follows what happened: a 409 is a key stuck in flight, not a charge made twice.
+  // The reason follows what happened: a 409 is a key stuck in flight, a 422 a fingerprint that changed, not a charge made twice.
   expectStatus(
     retry,
     first.status ?? 201,
     t('check.replayStatus', { first: String(first.status), got: String(retry.status) }),
-    retry.status === 409 ? t('check.stuckInFlight.why') : why,
+    retry.status === 409 ? t('check.stuckInFlight.why') : retry.status === 422 && (first.status ?? 201) === 201 ? t('check.replay422.why') : why,
   );
   const a = paymentOf(first);
   // What differs from the first answer is said first; then the retry must be a payment itself.

@@ -605,6 +605,8 @@ export const en = {
   'step.02.firstReplayed.why': 'The header tells the client its payment was made by an earlier request; on a first response that is false, and a client that trusts it reports the wrong thing.',
   'step.04.otherUserAmount': 'The same key sent by another user with another amount ({user} and {amount} instead of {first} and {firstAmount}) must be refused with 422, or be that user\'s own new payment: a fingerprint must tell the fields apart, not only their characters run together.',
   'step.04.refusalLeaks': 'A refusal (HTTP {status}) carried the first payment (payment {id}) in its body: a refused request gets an error, never another request\'s payment.',
+  // --- session14 ---
+  'check.replay422.why': 'The retry is the same request, yet it was refused as another body: the fingerprint stored with the key must come out the same in every process and on every instance. Python\'s hash() is salted anew at every start; hash the canonical body with SHA-256.',
 } as const;
 
 /** A message's key. */

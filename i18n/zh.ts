@@ -587,4 +587,6 @@ export const zh: Record<MessageKey, string> = {
   'step.02.firstReplayed.why': '这个响应头告诉客户端支付是由更早的请求完成的；在第一个响应上这是假的，信任它的客户端会报告错误的情况。',
   'step.04.otherUserAmount': '另一个用户用另一个金额发送同一个键（{user} 和 {amount}，而不是 {first} 和 {firstAmount}），必须以 422 拒绝，或成为该用户自己的新支付：指纹必须区分各个字段，而不只是把字符连在一起。',
   'step.04.refusalLeaks': '拒绝响应（HTTP {status}）的正文中带有第一笔支付（支付 {id}）：被拒绝的请求应得到错误，绝不能得到另一个请求的支付。',
+  // --- session14 ---
+  'check.replay422.why': '重试是同一个请求，却被当作另一个请求体拒绝了：与键一起存储的指纹，在每个进程、每个实例上算出来都必须相同。Python 的 hash() 每次启动都会重新加盐；请用 SHA-256 对规范化后的请求体求哈希。',
 };

@@ -119,3 +119,18 @@ test('a server whose fingerprint depends on the order of the fields passes step 
     ws.remove();
   }
 });
+
+test("a retry refused with 422 after a restart is said to be a fingerprint that changed between processes, not a second charge", async () => {
+  // Python's hash() is salted per process: the same body fingerprints differently after the restart.
+  const ws = fixtureWorkspace('salted-fingerprint');
+  try {
+    const { command } = openWorkspace(ws.dir);
+    const [result] = await grade({ workspace: ws.dir, steps: selectSteps(['06']), command });
+    assert.equal(result.status, 'fail', result.message);
+    assert.match(result.message, /^After a restart: .*not HTTP 422/);
+    assert.match(result.why ?? '', /fingerprint stored with the key must come out the same in every process/);
+    assert.doesNotMatch(result.why ?? '', /charge/);
+  } finally {
+    ws.remove();
+  }
+});
