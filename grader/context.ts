@@ -7,7 +7,6 @@ import { CheckFailed } from './failure.js';
 import { readLedger } from './ledger.js';
 import { send, sendSimultaneously, type PayRequest, type Timeouts } from './http.js';
 import { TestData, type Seed } from './seed.js';
-import { RUN_MARKER } from './stale.js';
 import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import type { Exchange, LedgerRow } from './types.js';
@@ -143,8 +142,7 @@ export class LiveContext {
    */
   renewCopies(): void {
     if (this.servers.some((s) => !s.hasExited)) throw new Error('renewCopies: stop every instance of the check first');
-    // The grader's own mark of the run (stale.ts) stays too.
-    const kept = new Set<string>([path.join(this.tmpDir, RUN_MARKER)]);
+    const kept = new Set<string>();
     for (const db of [this.mainDatabase, ...this.databaseOf.values()]) {
       // Opened and closed once by the grader, a database takes in its write-ahead log and
       // rolls back a journal left by a killed server; its -wal, -shm and -journal files

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { language, t } from '../i18n/index.js';
@@ -219,7 +220,11 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
       const dir = tmpDir;
       forgetTmpDir = atExit(() => fs.rmSync(dir, { recursive: true, force: true }));
       markRun(dir);
-      ctx = new LiveContext(options.workspace, tmpDir, step.id, options.command, options.seed);
+      // The servers get a folder inside the marked one: in a sandbox they see only theirs,
+      // so the grader's mark of the run (stale.ts) is not a sign of being graded.
+      const scratch = path.join(dir, crypto.randomBytes(4).toString('hex'));
+      fs.mkdirSync(scratch);
+      ctx = new LiveContext(options.workspace, scratch, step.id, options.command, options.seed);
       said.push(await step.live(ctx));
       const long = tooLong(ctx);
       if (long) throw long;

@@ -91,8 +91,11 @@ function within(inner: string, outer: string): boolean {
  * The bwrap arguments for a server whose writable folder is `writable`, run in `cwd`,
  * executing `file` (an absolute interpreter path keeps working when it lives under a
  * hidden folder, e.g. pyenv's under $HOME: its installation is bound back read-only).
+ * `readable`: more folders bound back read-only when a mask hides them. `tmp`: a folder
+ * inside `writable` that the server sees as a writable /tmp; without it /tmp is an empty
+ * read-only folder.
  */
-export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file: string, readable: string[] = []): string[] {
+export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file: string, readable: string[] = [], tmp?: string): string[] {
   const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc'];
   if (sandbox.network === 'private') args.push('--unshare-net');
   const masked = new Set<string>();
@@ -108,6 +111,11 @@ export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file:
     masked.add(real);
     args.push('--tmpfs', real);
   }
+  // /tmp writable, as on any machine, but on disk in the server's own folder: a read-only
+  // /tmp would tell a server it is being graded, and a tmpfs would let it fill memory.
+  // Bound before the folders below, which may lie under /tmp.
+  const realTmp = tmp ? safeRealpath('/tmp') : undefined;
+  if (tmp && realTmp) args.push('--bind', tmp, realTmp);
   if (path.isAbsolute(file)) {
     const real = safeRealpath(file) ?? file;
     // bin/python3 -> the installation's root (two levels up), when a mask covers it.
@@ -120,7 +128,7 @@ export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file:
   }
   args.push('--bind', writable, writable);
   // The masks are empty and read-only once the writable folder is bound in place.
-  for (const dir of masked) args.push('--remount-ro', dir);
+  for (const dir of masked) if (dir !== realTmp) args.push('--remount-ro', dir);
   args.push('--chdir', cwd);
   if (process.getuid?.() === 0) args.push('--cap-drop', 'ALL');
   return args;

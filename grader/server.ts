@@ -407,6 +407,9 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const scratch = options.scratch ?? path.dirname(options.dbPath);
   const home = path.join(scratch, 'home');
   fs.mkdirSync(home, { recursive: true });
+  // The sandbox's /tmp (see bwrapArgs).
+  const tmp = path.join(scratch, 'tmp');
+  if (command.sandbox) fs.mkdirSync(tmp, { recursive: true });
   const { sandbox } = command;
   // In a sandbox with a network of its own the server is reached through a Unix socket in
   // its folder (at most 107 bytes of path, the kernel's limit), by way of relay.ts.
@@ -415,7 +418,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const relay = relayCommand(command.file);
   const inner = private_?.network === 'private' ? [...relay.command, socketPath!, String(port), command.file, ...command.args] : [command.file, ...command.args];
   const [file, args] = private_
-    ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, relay.folders), '--', ...inner]]
+    ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, relay.folders, tmp), '--', ...inner]]
     : [command.file, command.args];
   const subprocess = spawn(file, args, {
     cwd,

@@ -57,6 +57,8 @@ interface SnoopReport {
   wrote: Record<string, boolean>;
   read: Record<string, string | null>;
   home: string[] | null;
+  markers: string[];
+  tmp_writable: boolean;
   limits: Record<string, number>;
 }
 
@@ -74,6 +76,8 @@ async function snoop(sandboxed: boolean): Promise<{ report: SnoopReport; result:
     // Without a sandbox nothing stops a server run as root: it only tries then what it may.
     write: sandboxed ? ['/etc/idem-lab-pwned', path.join(classmate.dir, 'pwned.txt')] : [],
     read: [path.join(classmate.dir, 'secret.txt')],
+    // A file the server writes into its /tmp: in a sandbox it must not land in the host's.
+    tmp_probe: `idem-lab-snoop-${process.pid}-${Date.now()}`,
   };
   const ws = workspaceWith('snoops', { 'snoop.json': JSON.stringify(plan) });
   if (sandboxed) plan.write.push(path.join(ws.dir, 'pwned.txt'));
@@ -84,6 +88,9 @@ async function snoop(sandboxed: boolean): Promise<{ report: SnoopReport; result:
     assert.ok(answered, `the snooping server answered: ${JSON.stringify(result.exchanges)}`);
     return { report: JSON.parse(answered.responseBody ?? '') as SnoopReport, result, workspace: ws.dir, classmate: classmate.dir };
   } finally {
+    const wroteTmp = path.join('/tmp', plan.tmp_probe);
+    if (sandboxed) assert.equal(fs.existsSync(wroteTmp), false, "what it wrote into /tmp stayed in the sandbox's own folder");
+    fs.rmSync(wroteTmp, { force: true });
     const wroteEtc = fs.existsSync('/etc/idem-lab-pwned');
     fs.rmSync('/etc/idem-lab-pwned', { force: true });
     assert.equal(wroteEtc, false, 'nothing was written into /etc');
@@ -123,6 +130,9 @@ test('in the sandbox the server cannot see or signal the grader, write outside i
   );
   assert.equal(report.read[path.join(classmate, 'secret.txt')], null, 'a classmate\'s folder is hidden');
   assert.deepEqual(report.home, [], 'HOME is an empty folder');
+  // Nothing only the grader sets: its run mark is out of sight, and /tmp is writable as on any machine (issue 7, class 6).
+  assert.deepEqual(report.markers, [], "the grader's run mark is not visible");
+  assert.equal(report.tmp_writable, true, '/tmp is writable');
   assert.deepEqual(
     { as: report.limits.RLIMIT_AS, nofile: report.limits.RLIMIT_NOFILE, fsize: report.limits.RLIMIT_FSIZE, cpu: report.limits.RLIMIT_CPU },
     { as: DEFAULT_SANDBOX_LIMITS.memoryBytes, nofile: DEFAULT_SANDBOX_LIMITS.openFiles, fsize: DEFAULT_SANDBOX_LIMITS.fileBytes, cpu: DEFAULT_SANDBOX_LIMITS.cpuSeconds },
