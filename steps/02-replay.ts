@@ -72,45 +72,30 @@ export const step: Step = {
     expectStatus(first, 201, t('check.first201'), t('step.02.first201.why'));
     paymentOf(first);
     notReplayed(first);
+    const other = await ctx.pay(server, { key: ctx.freshKey(), body: { user: body.user, amount: ctx.data.amount() } });
+    expectStatus(other, 201, t('step.02.other'), t('step.02.other.why'));
+    notReplayed(other);
+    const retry = await ctx.pay(server, { key, body });
+    expectReplay(first, retry, t('step.02.retry.thisKey', { why: WHY }));
+    const again = await ctx.pay(server, { key, body });
+    expectReplay(first, again, t('step.02.retry.every', { why: WHY }));
+    expectRows(ctx, key, 1, [first, other, retry, again], t('step.02.rows.why'));
+
     // Keys are opaque: each of these is a payment of its own, and each replays its own.
     // The keys a careless server takes for one are sent one after another, the groups at
     // once (wave i: the i-th key of every group); with the first wave, the same body as the
     // first payment under a new key (a new payment, not a replay); with every wave,
     // payments of new keys of their own, so that many keys come after the first one.
-    // Beside the first three waves, one after another: another payment of the same user,
-    // then two retries of the first, so each retry has other payments before it.
     const shared = ctx.data.payment();
     const groups = distinctKeys(ctx);
     const firsts: Exchange[] = [];
     const waves = Math.max(...groups.map((g) => g.length));
-    let other: Exchange | undefined;
-    let retry: Exchange | undefined;
-    const beside: Array<() => Promise<void>> = [
-      async () => {
-        other = await ctx.pay(server, { key: ctx.freshKey(), body: { user: body.user, amount: ctx.data.amount() } });
-        expectStatus(other, 201, t('step.02.other'), t('step.02.other.why'));
-        notReplayed(other);
-      },
-      async () => {
-        retry = await ctx.pay(server, { key, body });
-        expectReplay(first, retry, t('step.02.retry.thisKey', { why: WHY }));
-      },
-      async () => {
-        const again = await ctx.pay(server, { key, body });
-        expectReplay(first, again, t('step.02.retry.every', { why: WHY }));
-        expectRows(ctx, key, 1, [first, other!, retry!, again], t('step.02.rows.why'));
-      },
-    ];
-    for (let wave = 0; wave < Math.max(waves, beside.length); wave++) {
+    for (let wave = 0; wave < waves; wave++) {
       const keys = groups.map((g) => g[wave]).filter((k): k is string => k !== undefined);
       const distinct = Promise.all(keys.map((k) => ctx.pay(server, { key: k, body: shared })));
       const second = wave === 0 ? ctx.pay(server, { key: ctx.freshKey(), body }) : undefined;
-      // One of the first wave's moves to the last, which has nothing beside it: at most 13 requests at once.
-      const laterCount = wave >= waves ? 0 : LATER_PAYMENTS / waves + (wave === 0 ? -1 : wave === waves - 1 ? 1 : 0);
-      const later = Promise.all(Array.from({ length: laterCount }, () => ctx.pay(server, { key: ctx.freshKey(), body: ctx.data.payment() })));
-      // What goes beside the wave is judged first, as when it went alone.
-      const besideDone = beside[wave]?.() ?? Promise.resolve();
-      const [, answers, secondAnswer, laterAnswers] = await Promise.all([besideDone, distinct, second, later]);
+      const later = Promise.all(Array.from({ length: LATER_PAYMENTS / waves }, () => ctx.pay(server, { key: ctx.freshKey(), body: ctx.data.payment() })));
+      const [answers, secondAnswer, laterAnswers] = await Promise.all([distinct, second, later]);
       if (secondAnswer) {
         expectStatus(secondAnswer, 201, t('step.02.second'), t('step.02.second.why'));
         if (paymentId(secondAnswer) === paymentId(first)) {
@@ -143,7 +128,7 @@ export const step: Step = {
     const reordered = await ctx.pay(server, { key, body: `{ "amount": ${body.amount},  "user": ${JSON.stringify(body.user)} }` });
     if (reordered.status === 422) ctx.warn(t('step.02.reordered422'));
     else expectReplay(first, reordered, t('step.02.reordered.why'));
-    if (retry!.replayed === undefined) {
+    if (retry.replayed === undefined) {
       ctx.warn(t('step.02.replayedHeader'));
     }
     return t('step.02.pass', { key: JSON.stringify(key), keys: firsts.length });
