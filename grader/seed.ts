@@ -35,6 +35,8 @@ const NAMES = ['mina', 'jun', 'li', 'wei', 'ana', 'omar', 'sora', 'yuna', 'lena'
  */
 export class TestData {
   private counter = 0;
+  /** Every user and amount given so far: one drawn again is drawn anew (amounts repeat by chance about once in a hundred checks otherwise). */
+  private readonly given = new Set<string>();
 
   /** @param seed the run's seed; @param scope what separates streams of one run, e.g. the step id */
   constructor(
@@ -58,13 +60,23 @@ export class TestData {
 
   /** A user id such as `mina_48213`, distinct from every other this stream gave. */
   user(): string {
-    const b = this.next();
-    return `${NAMES[b[0] % NAMES.length]}_${(b.readUInt32BE(1) % 90000) + 10000}`;
+    return this.fresh('user', () => {
+      const b = this.next();
+      return `${NAMES[b[0] % NAMES.length]}_${(b.readUInt32BE(1) % 90000) + 10000}`;
+    });
   }
 
-  /** An amount in minor units, from 100 to 99,999. */
+  /** An amount in minor units, from 100 to 99,999, distinct from every other this stream gave. */
   amount(): number {
-    return (this.next().readUInt32BE(0) % 99900) + 100;
+    return this.fresh('amount', () => (this.next().readUInt32BE(0) % 99900) + 100);
+  }
+
+  /** The first value `draw` gives that this stream has not given as a `kind` before (after 1,000 tries, whatever it gives). */
+  private fresh<T extends string | number>(kind: string, draw: () => T): T {
+    let value = draw();
+    for (let tries = 1; this.given.has(`${kind}:${value}`) && tries < 1000; tries++) value = draw();
+    this.given.add(`${kind}:${value}`);
+    return value;
   }
 
   /** A payment body no other request of the stream used: a fresh user and amount. */

@@ -35,9 +35,20 @@ test('keys look like a client\'s UUIDs, users like customers, amounts like price
   for (const user of users) assert.match(user, /^[a-z]+_\d{5}$/);
   for (const amount of amounts) assert.ok(Number.isInteger(amount) && amount >= 100 && amount <= 99_999);
   assert.equal(new Set(keys).size, keys.length);
-  assert.ok(new Set(users).size > 190, 'users are nearly always distinct');
+  assert.equal(new Set(users).size, users.length, 'users never repeat');
+  assert.equal(new Set(amounts).size, amounts.length, 'amounts never repeat');
   assert.ok(!keys.some((k) => /^\d\d-/.test(k)) && !users.some((u) => /^(racer-|u\d)/.test(u)), 'nothing of the old fixed patterns');
   assert.equal(d.word(255).length, 255);
+});
+
+test('amounts never repeat within a step, even where the draws themselves would (issue 7: a check whose "other amount" was the same amount failed a correct server)', () => {
+  // 3,000 draws from 99,900 amounts repeat about 45 times by chance; every one must be drawn anew.
+  const d = new TestData(3621045336, '05');
+  const amounts = Array.from({ length: 3000 }, () => d.amount());
+  assert.equal(new Set(amounts).size, amounts.length);
+  // The stream is still the seed's own: the same seed gives the same amounts.
+  const again = new TestData(3621045336, '05');
+  assert.deepEqual(Array.from({ length: 3000 }, () => again.amount()), amounts);
 });
 
 test('a seed is a whole number from 0 to 2^32 - 1', () => {
