@@ -407,8 +407,8 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const scratch = options.scratch ?? path.dirname(options.dbPath);
   const home = path.join(scratch, 'home');
   fs.mkdirSync(home, { recursive: true });
-  // The sandbox's /tmp (see bwrapArgs).
-  const tmp = path.join(scratch, 'tmp');
+  // The sandbox's /tmp (see bwrapArgs), one per instance: two pods do not share one.
+  const tmp = path.join(scratch, `tmp-${options.label}-${port}`);
   if (command.sandbox) fs.mkdirSync(tmp, { recursive: true });
   const { sandbox } = command;
   // In a sandbox with a network of its own the server is reached through a Unix socket in
