@@ -160,6 +160,14 @@ export class LiveContext {
       kept.add(db.dbPath);
       kept.add(db.providerLog);
     }
+    // The kept files' bytes go onto new files: what a server hung on the old ones (extended
+    // attributes, say) is not the database's contents, and a restarted pod would not see it.
+    for (const file of kept) {
+      if (!fs.existsSync(file)) continue;
+      const fresh = `${file}.renewed`;
+      fs.copyFileSync(file, fresh);
+      fs.renameSync(fresh, file);
+    }
     const holds = (dir: string) => [...kept].some((file) => file.startsWith(dir + path.sep));
     const prune = (dir: string) => {
       for (const entry of fs.readdirSync(dir)) {

@@ -379,10 +379,13 @@ export function contractEnv(options: { port: number; dbPath: string; providerLog
 }
 
 /** Variables of the grader's own environment a server may see: the locale and the time zone (LANG, LC_*, TZ). */
+/** Variables any login has and no secret is in, passed on as they are (a server without USER or TERM knows it is not in a terminal of the learner's). */
+const PASSED_THROUGH = new Set(['LANG', 'TZ', 'USER', 'LOGNAME', 'SHELL', 'TERM']);
+
 function passedThrough(env: NodeJS.ProcessEnv): Record<string, string> {
   const kept: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) {
-    if (value !== undefined && (name === 'LANG' || name === 'TZ' || name.startsWith('LC_'))) kept[name] = value;
+    if (value !== undefined && (PASSED_THROUGH.has(name) || name.startsWith('LC_'))) kept[name] = value;
   }
   return kept;
 }
@@ -390,7 +393,7 @@ function passedThrough(env: NodeJS.ProcessEnv): Record<string, string> {
 /**
  * The whole environment of a server instance (nothing else of the grader's is passed on:
  * no tokens, no GITHUB_*, no cloud credentials): PATH, HOME (an empty folder beside
- * IDEM_DB), LANG, LC_* and TZ, and the contract's variables.
+ * IDEM_DB), LANG, LC_*, TZ, USER, LOGNAME, SHELL and TERM, and the contract's variables.
  */
 export function serverEnv(options: StartOptions, port: number, home: string): Record<string, string> {
   return {

@@ -57,7 +57,8 @@ export function readStatementLines(file: string): { charges: Charge[]; other: st
   const lines = text.split('\n');
   if (cut) lines.pop();
   for (const line of lines) {
-    if (line.trim() === '') continue;
+    // Only an empty line is nothing: a line of spaces or tabs is not a charge, so it is a foreign line (records can hide in whitespace).
+    if (line === '') continue;
     let charge: Charge | undefined;
     try {
       charge = JSON.parse(line) as Charge;

@@ -607,6 +607,9 @@ export const en = {
   'step.04.refusalLeaks': 'A refusal (HTTP {status}) carried the first payment (payment {id}) in its body: a refused request gets an error, never another request\'s payment.',
   // --- session14 ---
   'check.replay422.why': 'The retry is the same request, yet it was refused as another body: the fingerprint stored with the key must come out the same in every process and on every instance. Python\'s hash() is salted anew at every start; hash the canonical body with SHA-256.',
+  'step.05.serialisedAnswers': 'The slow-provider round ({slow} ms per charge): {count} payments with keys of their own, sent {after} ms after the raced payment while its retries waited for it, were held back: they were answered {ms} ms after the round\'s last answer, {times} times the charge (under {limit} ms when none waits). A lock, a transaction or a limit on payments at once is held across charge(), or a waiting retry holds a lock that new payments need.',
+  'step.05.slowUntimed': 'The slow-provider round: the provider\'s statement holds {found} of the {count} charges of the raced payment and the payments with keys of their own with a time ("at"); every charge is written with the time it ended.',
+  'step.05.slowUntimed.why': 'The statement is the provider\'s record of what it charged and when: without the time, nobody can tell whether one customer\'s payment waited for another\'s.',
 } as const;
 
 /** A message's key. */

@@ -143,7 +143,10 @@ def _connect(*args, factory=_RoundTrip, **kwargs):
     return _plain_connect(*args, factory=factory, **kwargs)
 
 
-sqlite3.connect = _connect
+# Every way to open a connection gets the round trip: sqlite3.connect, its twin in
+# sqlite3.dbapi2, and sqlite3.Connection called directly.
+sqlite3.connect = sqlite3.dbapi2.connect = _connect
+sqlite3.Connection = sqlite3.dbapi2.Connection = _RoundTrip
 
 
 def db():

@@ -145,21 +145,41 @@ async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void
   const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + slow * (OTHER_KEYS + 2) };
   const raced = { key: ctx.freshKey(), body: ctx.data.payment() };
   const others = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
-  const round = raceRound(ctx, [server], 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts, payment: raced });
-  const sent = delay(OTHERS_AFTER_MS).then(() => ctx.paySimultaneously([server], others, timeouts));
+  // One of them is the raced payment's user's own second payment: a lock per user held across charge() holds it back.
+  others[1].body.user = raced.body.user;
+  // When the round's answers and the others' came, by the grader's own clock (ms): the statement's times are the server's word.
+  let roundAnswered = 0;
+  let othersAnswered = 0;
+  const round = raceRound(ctx, [server], 'slow', { name: t('step.05.slowRound', { ms: slow }), timeouts, payment: raced }).then((r) => {
+    roundAnswered = performance.now();
+    return r;
+  });
+  const sent = delay(OTHERS_AFTER_MS)
+    .then(() => ctx.paySimultaneously([server], others, timeouts))
+    .then((answers) => {
+      othersAnswered = performance.now();
+      return answers;
+    });
   // The key of the first other payment, which only that payment raced for, with another amount.
   const conflict = delay(OTHERS_AFTER_MS + CONFLICT_AFTER_MS).then(() =>
     ctx.pay(server, { key: others[0].key, body: { user: others[0].body.user, amount: ctx.data.amount() } }),
   );
   const [, extra, refused] = await Promise.all([round, sent, conflict]);
+  const limit = Math.round(SLOW_SPREAD_LIMIT * slow);
   const ends = endTimes(ctx, server, [raced.body, ...others.map((o) => o.body)]);
-  const spread = ends.length > 1 ? ends[ends.length - 1] - ends[0] : 0;
-  if (spread >= SLOW_SPREAD_LIMIT * slow) {
-    throw new CheckFailed(
-      t('step.05.serialised', { count: OTHER_KEYS, slow, after: OTHERS_AFTER_MS, ms: spread, times: (spread / slow).toFixed(1), limit: Math.round(SLOW_SPREAD_LIMIT * slow) }),
-      t('step.05.serialised.why'),
-      { exchanges: extra },
-    );
+  // Every one of the four charges must be on the statement with a time: one without is not "on time".
+  const spread = ends.length === OTHER_KEYS + 1 ? ends[ends.length - 1] - ends[0] : Infinity;
+  const said = { count: OTHER_KEYS, slow, after: OTHERS_AFTER_MS, limit };
+  if (Number.isFinite(spread) && spread >= limit) {
+    throw new CheckFailed(t('step.05.serialised', { ...said, ms: spread, times: (spread / slow).toFixed(1) }), t('step.05.serialised.why'), { exchanges: extra });
+  }
+  // The same by the grader's clock: the others answered long after the round's last answer.
+  const waited = Math.round(othersAnswered - roundAnswered);
+  if (waited >= limit) {
+    throw new CheckFailed(t('step.05.serialisedAnswers', { ...said, ms: waited, times: (waited / slow).toFixed(1) }), t('step.05.serialised.why'), { exchanges: extra });
+  }
+  if (!Number.isFinite(spread)) {
+    throw new CheckFailed(t('step.05.slowUntimed', { found: ends.length, count: OTHER_KEYS + 1 }), t('step.05.slowUntimed.why'), { exchanges: extra });
   }
   expectOthers(extra);
   if (refused.status !== 422 && refused.status !== 409) {
