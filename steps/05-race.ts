@@ -167,10 +167,9 @@ async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void
   const [, extra, refused] = await Promise.all([round, sent, conflict]);
   const limit = Math.round(SLOW_SPREAD_LIMIT * slow);
   const ends = endTimes(ctx, server, [raced.body, ...others.map((o) => o.body)]);
-  // Every one of the four charges must be on the statement with a time: one without is not "on time".
-  const spread = ends.length === OTHER_KEYS + 1 ? ends[ends.length - 1] - ends[0] : Infinity;
+  const spread = ends.length > 1 ? ends[ends.length - 1] - ends[0] : 0;
   const said = { count: OTHER_KEYS, slow, after: OTHERS_AFTER_MS, limit };
-  if (Number.isFinite(spread) && spread >= limit) {
+  if (spread >= limit) {
     throw new CheckFailed(t('step.05.serialised', { ...said, ms: spread, times: (spread / slow).toFixed(1) }), t('step.05.serialised.why'), { exchanges: extra });
   }
   // The same by the grader's clock: the others answered long after the round's last answer.
@@ -178,10 +177,11 @@ async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void
   if (waited >= limit) {
     throw new CheckFailed(t('step.05.serialisedAnswers', { ...said, ms: waited, times: (waited / slow).toFixed(1) }), t('step.05.serialised.why'), { exchanges: extra });
   }
-  if (!Number.isFinite(spread)) {
+  expectOthers(extra);
+  // Every one of the four charges must be on the statement with a time: one without could not be timed.
+  if (ends.length !== OTHER_KEYS + 1) {
     throw new CheckFailed(t('step.05.slowUntimed', { found: ends.length, count: OTHER_KEYS + 1 }), t('step.05.slowUntimed.why'), { exchanges: extra });
   }
-  expectOthers(extra);
   if (refused.status !== 422 && refused.status !== 409) {
     throw new CheckFailed(t('step.05.conflictInFlight', { ms: CONFLICT_AFTER_MS, status: String(refused.status ?? refused.error) }), t('step.05.conflictInFlight.why'), {
       exchanges: [refused],
