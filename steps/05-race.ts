@@ -131,13 +131,17 @@ export const SLOW_SPREAD_LIMIT = 0.9;
  * of one payment at once (the raced payment); OTHERS_AFTER_MS later, while the raced
  * payment is charged and its retries wait for it, OTHER_KEYS payments with keys of their
  * own at once; CONFLICT_AFTER_MS after those, while they are in flight, one request with
- * the first one's key and another amount. Every duplicate gets the stored 201 or a 409
- * however long the first takes; no payment waits for another's charge: by the
- * provider's statement, the raced charge and the others' end less than SLOW_SPREAD_LIMIT
- * charge times apart (judged before their answers: a server whose payments wait for each
- * other may also answer one of them wrongly, and the waiting is its bug); the others all
- * succeed, each with its own payment_id; the request with the other body is refused
- * (422) or told to wait (409), never paid or answered with the first payment.
+ * the first one's key and another amount. One of the others is the raced payment's
+ * user's (a lock per user across charge() holds it back). Every duplicate gets the
+ * stored 201 or a 409 however long the first takes; no payment waits for another's
+ * charge: by the provider's statement, the raced charge and the others' end less than
+ * SLOW_SPREAD_LIMIT charge times apart, and by the grader's own clock the others are
+ * answered less than that after the round's last answer (the statement's times are the
+ * server's word); both judged before the answers, since a server whose payments wait for
+ * each other may also answer one of them wrongly, and the waiting is its bug. Then the
+ * others all succeed, each with its own payment_id; all four charges are on the
+ * statement with a time; the request with the other body is refused (422) or told to
+ * wait (409), never paid or answered with the first payment.
  * @throws CheckFailed naming what went wrong
  */
 async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void> {
