@@ -144,3 +144,19 @@ test('usage errors exit 2 before grading', async () => {
     assert.match(run.stderr, /^idem-lab: /);
   }
 });
+
+test('the entry point reads what a check grades before the command line loads (bin/early.ts)', async () => {
+  const { checkTarget } = await import('../bin/early.js');
+  const { findWorkspace } = await import('../lab/paths.js');
+  const { dir, remove } = tempDir('early-');
+  try {
+    assert.deepEqual(checkTarget(['check', '--dir', dir, '--sandbox=off']), { workspace: dir, sandbox: 'off' });
+    assert.deepEqual(checkTarget(['--lang', 'ko', 'check', '02', `--dir=${dir}`]), { workspace: dir, sandbox: undefined });
+    assert.equal(checkTarget(['check', '--sandbox', 'required', '--', '--dir', '/elsewhere'])?.sandbox, 'required');
+    assert.equal(checkTarget(['check', '--', '--dir', '/elsewhere'])?.workspace, findWorkspace(), 'after -- nothing is an option');
+    // Every other command, and `check` given as another command's argument, begins nothing.
+    for (const args of [[], ['start'], ['--lang', 'check'], ['show', 'check'], ['grade', dir]]) assert.equal(checkTarget(args), undefined, args.join(' '));
+  } finally {
+    remove();
+  }
+});
