@@ -111,7 +111,7 @@ async function overlapProbe(ctx: LiveContext, server: ServerInstance): Promise<n
 }
 
 /** How long after the slow round's duplicates its payments with keys of their own are sent, in ms: by then a retry that waits for the raced payment is waiting. */
-export const OTHERS_AFTER_MS = 200;
+export const OTHERS_AFTER_MS = 100;
 
 /** How long after the slow round's payments of their own a request with the first one's key and another body is sent, in ms: half the charge, so that on a busy machine (a cohort graded two at a time) that payment has surely claimed its key, and surely not finished. */
 export const CONFLICT_AFTER_MS = 600;
