@@ -100,7 +100,7 @@ export const en = {
   'step.06.restart.why': 'Keys kept in process memory, or in a file of their own, are gone after a restart: the restarted server starts from a fresh copy of your folder with only IDEM_DB kept, as a redeployed pod does, and the retry after a deploy or a crash charges again.',
   'step.06.first201.why': 'Nothing can be remembered before the first payment succeeds.',
   'step.06.shared.why': 'Behind a load balancer the retry may reach another instance: what one instance stored, every other must see.',
-  'step.06.pass': 'A retry after a restart and a retry on another instance both replayed; {rounds} races split over two instances charged once each.',
+  'step.06.pass': 'A retry after a restart and a retry on another instance both replayed; {size} simultaneous requests split over two instances charged once.',
 
   // Step 07.
   'step.07.timeoutLabel': 'a timeout (no response)',
