@@ -8,6 +8,7 @@ import { rowsForKey } from './ledger.js';
 import type { LiveContext } from './context.js';
 import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
+import type { TestData } from './seed.js';
 
 /** Requests per race round: the lab sheet's ten simultaneous requests. */
 export const RACE_SIZE = 10;
@@ -30,6 +31,8 @@ export interface RaceOptions {
   timeouts?: { connectMs: number; answerMs: number };
   /** The round's key and payment, when the caller must know them before the round ends; default: fresh ones. */
   payment?: { key: string; body: { user: string; amount: number } };
+  /** The stream the fresh key and payment come from; default the check's (ctx.data). A round run beside other parts of its step takes a fork, so that a seed replays it. */
+  data?: TestData;
 }
 
 /** `split over servers B and C` or `on one server`. */
@@ -54,8 +57,9 @@ export async function raceRound(
   options: RaceOptions = {},
   extra: PayRequest[] = [],
 ): Promise<{ key: string; body: { user: string; amount: number }; extra: Exchange[] }> {
-  const key = options.payment?.key ?? ctx.freshKey();
-  const body = options.payment?.body ?? ctx.data.payment();
+  const data = options.data ?? ctx.data;
+  const key = options.payment?.key ?? data.key();
+  const body = options.payment?.body ?? data.payment();
   const name = options.name ?? t('check.race.round', { round });
   const requests = [...Array.from({ length: RACE_SIZE }, () => ({ key, body })), ...extra];
   // The servers of a round share one database: the first one's.

@@ -44,6 +44,15 @@ export class TestData {
     private readonly scope: string,
   ) {}
 
+  /**
+   * A stream of its own for one part of the step that runs beside others (e.g. `slow`),
+   * deterministic for (seed, scope, part) whatever order the parts draw in; its values
+   * are distinct among themselves, not from this stream's (give each part its own database).
+   */
+  fork(part: string): TestData {
+    return new TestData(this.seed, `${this.scope}/${part}`);
+  }
+
   /** 32 bytes, the next of the stream. */
   private next(): Buffer {
     return crypto.createHash('sha256').update(`${this.seed}\0${this.scope}\0${this.counter++}`).digest();

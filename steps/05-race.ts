@@ -10,6 +10,7 @@ import { expectStatus, paymentOf } from '../grader/expect-http.js';
 import type { LiveContext } from '../grader/context.js';
 import type { ServerInstance } from '../grader/server.js';
 import type { Exchange, LedgerRow } from '../grader/types.js';
+import type { TestData } from '../grader/seed.js';
 import type { Step } from './types.js';
 
 /** How many rounds of simultaneous requests the live check sends to one server. */
@@ -100,11 +101,12 @@ function smallestGap(ends: number[]): number {
 /**
  * OTHER_KEYS + 1 payments with keys of their own, all at once and nothing else: each must
  * succeed with its own payment_id.
+ * `data`: the probes' own stream (a run needs them or not by chance; the rest of the step's data stays the seed's).
  * @returns the shortest gap between their charges' end times (see smallestGap), in ms
  * @throws CheckFailed when one does not succeed, or two share a payment_id
  */
-async function overlapProbe(ctx: LiveContext, server: ServerInstance): Promise<number> {
-  const payments = Array.from({ length: OTHER_KEYS + 1 }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
+async function overlapProbe(ctx: LiveContext, server: ServerInstance, data: TestData): Promise<number> {
+  const payments = Array.from({ length: OTHER_KEYS + 1 }, () => ({ key: data.key(), body: data.payment() }));
   const exchanges = await ctx.paySimultaneously([server], payments);
   expectOthers(exchanges);
   return smallestGap(endTimes(ctx, server, payments.map((p) => p.body)));
@@ -145,10 +147,12 @@ export const SLOW_SPREAD_LIMIT = 0.9;
  * @throws CheckFailed naming what went wrong
  */
 async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void> {
+  // This round runs beside the others of the step: a stream of its own keeps a seed's replay the same.
+  const data = ctx.data.fork('slow');
   const slow = slowChargeMs();
   const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + slow * (OTHER_KEYS + 2) };
-  const raced = { key: ctx.freshKey(), body: ctx.data.payment() };
-  const others = Array.from({ length: OTHER_KEYS }, () => ({ key: ctx.freshKey(), body: ctx.data.payment() }));
+  const raced = { key: data.key(), body: data.payment() };
+  const others = Array.from({ length: OTHER_KEYS }, () => ({ key: data.key(), body: data.payment() }));
   // One of them is the raced payment's user's own second payment: a lock per user held across charge() holds it back.
   others[1].body.user = raced.body.user;
   // When the round's answers and the others' came, by the grader's own clock (ms): the statement's times are the server's word.
@@ -165,8 +169,9 @@ async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void
       return answers;
     });
   // The key of the first other payment, which only that payment raced for, with another amount.
+  const conflictAmount = data.amount();
   const conflict = delay(OTHERS_AFTER_MS + CONFLICT_AFTER_MS).then(() =>
-    ctx.pay(server, { key: others[0].key, body: { user: others[0].body.user, amount: ctx.data.amount() } }),
+    ctx.pay(server, { key: others[0].key, body: { user: others[0].body.user, amount: conflictAmount } }),
   );
   const [, extra, refused] = await Promise.all([round, sent, conflict]);
   const limit = Math.round(SLOW_SPREAD_LIMIT * slow);
@@ -236,7 +241,8 @@ async function expectOverlap(ctx: LiveContext, server: ServerInstance, { gaps, e
   const charge = chargeMs();
   if (charge < TIMED_CHARGE_MS) return;
   const overlapped = (gap: number) => gap < 0.8 * charge;
-  for (let tries = 0; !gaps.some(overlapped) && tries < OVERLAP_TRIES; tries++) gaps.push(await overlapProbe(ctx, server));
+  const probes = ctx.data.fork('probe');
+  for (let tries = 0; !gaps.some(overlapped) && tries < OVERLAP_TRIES; tries++) gaps.push(await overlapProbe(ctx, server, probes));
   if (gaps.some(overlapped)) return;
   const shortest = Math.min(...gaps);
   throw new CheckFailed(
@@ -355,7 +361,7 @@ export const step: Step = {
     const latencyDone = settled(
       others
         .then(() => ctx.startServer({ dbMs: DB_LATENCY_MS, ownDatabase: true }))
-        .then((latent) => raceRound(ctx, [latent], 'latency', { name: t('step.05.latencyRound', { ms: DB_LATENCY_MS }) })),
+        .then((latent) => raceRound(ctx, [latent], 'latency', { name: t('step.05.latencyRound', { ms: DB_LATENCY_MS }), data: ctx.data.fork('latency') })),
     );
     const failures: unknown[] = [];
     let server: ServerInstance | undefined;
