@@ -30,6 +30,18 @@ export interface InstanceOptions {
    * that its round is timed and judged alone. Default: the check's database.
    */
   ownDatabase?: boolean;
+  /**
+   * Its label in transcripts instead of the next letter in start order (A, B, C ...), so
+   * that instances started beside the others keep the others' letters: one no other
+   * instance of the check has, e.g. 'D'.
+   */
+  label?: string;
+  /**
+   * Run it on this database (from newDatabase), from a copy of the workspace of its own:
+   * several instances given one are pods that share a database nothing else of the check
+   * uses. Default: the check's database.
+   */
+  database?: CheckDatabase;
 }
 
 /** One database of a check: its sqlite file (IDEM_DB) and its provider's statement (IDEM_PROVIDER_LOG), absolute paths. */
@@ -73,6 +85,10 @@ export class LiveContext {
   private readonly databaseOf = new Map<ServerInstance, CheckDatabase>();
   /** Labels handed out so far; counted at the call, so instances started together get distinct ones. */
   private labelsGiven = 0;
+  /** Every label given so far, in start order (an instance not yet up included). */
+  private readonly labels: string[] = [];
+  /** Every instance started, starting or failed to start: the copy of the workspace it runs in, its database, and the instance once up. */
+  private readonly pods: Array<{ folder: string; database: CheckDatabase; instance?: ServerInstance; failed?: boolean }> = [];
   private readonly command: ServerCommand | undefined;
   private readonly tmpDir: string;
   private copies = 0;
@@ -137,18 +153,26 @@ export class LiveContext {
    * log taken in first) and its provider's statement, and every copy of the
    * workspace is copied again, so a file a server changed is the learner's again. As pods
    * restarted from their image keep only their volume: a server that keeps its
-   * idempotency records anywhere but IDEM_DB has lost them.
-   * @throws Error when an instance of the check is still running (stop them first)
+   * idempotency records anywhere but IDEM_DB has lost them. Instances still running (or
+   * starting) on another database are pods of another deployment: their copies, their
+   * database and its folder are left as they are.
+   * @throws Error when an instance on the check's own database is still running (stop them first)
    */
   renewCopies(): void {
-    if (this.servers.some((s) => !s.hasExited)) throw new Error('renewCopies: stop every instance of the check first');
+    const running = this.pods.filter((p) => !p.failed && !(p.instance?.hasExited ?? false));
+    if (running.some((p) => p.database.dbPath === this.dbPath)) throw new Error("renewCopies: stop every instance on the check's database first");
+    const busy = new Set(running.map((p) => p.database.dbPath));
+    // A running pod's folder (its copy, HOME, /tmp and socket) and its database's folder.
+    const guarded = running.flatMap((p) => [path.dirname(p.folder), path.dirname(p.database.dbPath), path.dirname(p.database.providerLog)]);
+    const isGuarded = (full: string) => guarded.some((g) => full === g || full.startsWith(g + path.sep));
     const kept = new Set<string>();
     for (const db of [this.mainDatabase, ...this.databaseOf.values()]) {
+      if (busy.has(db.dbPath)) continue;
       // Opened and closed once by the grader, a database takes in its write-ahead log and
       // rolls back a journal left by a killed server; its -wal, -shm and -journal files
       // are then not needed, and a file of the server's own under one of those names is
       // not kept either.
-      if (fs.existsSync(db.dbPath)) {
+      if (fs.existsSync(db.dbPath) && !kept.has(db.dbPath)) {
         try {
           const conn = new Database(db.dbPath, { timeout: 5000 });
           conn.pragma('wal_checkpoint(TRUNCATE)');
@@ -168,17 +192,17 @@ export class LiveContext {
       fs.copyFileSync(file, fresh);
       fs.renameSync(fresh, file);
     }
-    const holds = (dir: string) => [...kept].some((file) => file.startsWith(dir + path.sep));
+    const holds = (dir: string) => [...kept, ...guarded].some((file) => file.startsWith(dir + path.sep));
     const prune = (dir: string) => {
       for (const entry of fs.readdirSync(dir)) {
         const full = path.join(dir, entry);
-        if (kept.has(full)) continue;
+        if (kept.has(full) || isGuarded(full)) continue;
         if (holds(full) && fs.lstatSync(full).isDirectory()) prune(full);
         else fs.rmSync(full, { recursive: true, force: true });
       }
     };
     prune(this.tmpDir);
-    for (const dest of this.copyPaths.slice(0, this.copies)) this.copyInto(dest);
+    for (const dest of this.copyPaths.slice(0, this.copies)) if (!isGuarded(dest)) this.copyInto(dest);
   }
 
   /**
@@ -188,10 +212,16 @@ export class LiveContext {
    */
   async startServer(options: InstanceOptions = {}): Promise<ServerInstance> {
     if (this.stoppedFor !== undefined) throw new Error(`grading was stopped: ${this.stoppedFor}`);
-    const label = String.fromCharCode(65 + this.labelsGiven++);
+    const taken = new Set(this.labels);
+    if (options.label !== undefined && taken.has(options.label)) throw new Error(`startServer: label ${options.label} is taken`);
+    let label = options.label;
+    while (label === undefined || taken.has(label)) label = String.fromCharCode(65 + this.labelsGiven++);
+    this.labels.push(label);
     if (this.copies === 0) this.copyWorkspace();
-    const cwd = options.ownCopy || options.ownDatabase ? this.copyWorkspace() : path.dirname(this.dbPath);
-    const database = options.ownDatabase ? { dbPath: path.join(cwd, 'lab.db'), providerLog: path.join(cwd, 'provider.log') } : this.mainDatabase;
+    const cwd = options.ownCopy || options.ownDatabase || options.database ? this.copyWorkspace() : path.dirname(this.dbPath);
+    const database = options.database ?? (options.ownDatabase ? { dbPath: path.join(cwd, 'lab.db'), providerLog: path.join(cwd, 'provider.log') } : this.mainDatabase);
+    const pod: (typeof this.pods)[number] = { folder: cwd, database };
+    this.pods.push(pod);
     const instance = await startServer({
       workspace: cwd,
       dbPath: database.dbPath,
@@ -199,9 +229,15 @@ export class LiveContext {
       label,
       command: this.command,
       scratch: this.tmpDir,
+      // A pod's own HOME, /tmp and socket, beside its copy of the workspace (renewCopies leaves a running pod's alone).
+      ownDir: path.dirname(cwd),
       chargeMs: options.chargeMs,
       dbMs: options.dbMs,
+    }).catch((err: unknown) => {
+      pod.failed = true;
+      throw err;
     });
+    pod.instance = instance;
     this.servers.push(instance);
     this.databaseOf.set(instance, database);
     if (this.stoppedFor !== undefined) {
@@ -220,6 +256,17 @@ export class LiveContext {
   async abort(reason: string): Promise<void> {
     this.stoppedFor = reason;
     await this.stopAll();
+  }
+
+  /**
+   * A database (and a provider's statement) for instances started with `database:` it,
+   * shared by them only: `TMP/<random>/<the workspace's own name>/lab.db`, in a folder no
+   * instance runs in. Nothing is created until a server opens it.
+   */
+  newDatabase(): CheckDatabase {
+    const dir = path.join(this.tmpDir, crypto.randomBytes(4).toString('hex'), path.basename(this.workspace));
+    fs.mkdirSync(dir, { recursive: true });
+    return { dbPath: path.join(dir, 'lab.db'), providerLog: path.join(dir, 'provider.log') };
   }
 
   /** The check's own database, the one every instance shares unless started with ownDatabase. */

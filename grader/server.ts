@@ -63,6 +63,11 @@ export interface StartOptions {
    * database: the only folder a sandboxed server may write to. Default: IDEM_DB's folder.
    */
   scratch?: string;
+  /**
+   * A folder of this instance's own inside `scratch` (a pod's), for its HOME (`home`), its
+   * /tmp in a sandbox (`tmp-<label>-<port>`) and the socket its relay listens on. Default: scratch.
+   */
+  ownDir?: string;
   /** How long to wait for GET /health to answer 200, in ms (default: limits().startMs). */
   readyTimeoutMs?: number;
 }
@@ -408,15 +413,16 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const command = options.command ?? DEFAULT_COMMAND;
   // The check's own folder: the one place the server may write (its copy of the workspace and the database are in it).
   const scratch = options.scratch ?? path.dirname(options.dbPath);
-  const home = path.join(scratch, 'home');
+  const own = options.ownDir ?? scratch;
+  const home = path.join(own, 'home');
   fs.mkdirSync(home, { recursive: true });
   // The sandbox's /tmp (see bwrapArgs), one per instance: two pods do not share one.
-  const tmp = path.join(scratch, `tmp-${options.label}-${port}`);
+  const tmp = path.join(own, `tmp-${options.label}-${port}`);
   if (command.sandbox) fs.mkdirSync(tmp, { recursive: true });
   const { sandbox } = command;
   // In a sandbox with a network of its own the server is reached through a Unix socket in
   // its folder (at most 107 bytes of path, the kernel's limit), by way of relay.ts.
-  const socketPath = sandbox?.network === 'private' ? path.join(scratch, `${options.label}-${port}.sock`) : undefined;
+  const socketPath = sandbox?.network === 'private' ? path.join(own, `${options.label}-${port}.sock`) : undefined;
   const private_ = sandbox && socketPath && Buffer.byteLength(socketPath) < 104 ? { ...sandbox } : sandbox && { ...sandbox, network: 'host' as const };
   const relay = relayCommand(command.file);
   const inner = private_?.network === 'private' ? [...relay.command, socketPath!, String(port), command.file, ...command.args] : [command.file, ...command.args];

@@ -610,6 +610,8 @@ export const en = {
   'step.05.serialisedAnswers': 'The slow-provider round ({slow} ms per charge): {count} payments with keys of their own, sent {after} ms after the raced payment while its retries waited for it, were held back: they were answered {ms} ms after the round\'s last answer, {times} times the charge (under {limit} ms when none waits). A lock, a transaction or a limit on payments at once is held across charge(), or a waiting retry holds a lock that new payments need.',
   'step.05.slowUntimed': 'The slow-provider round: the provider\'s statement holds {found} of the {count} charges of the raced payment and the payments with keys of their own with a time ("at"); every charge is written with the time it ended.',
   'step.05.slowUntimed.why': 'The statement is the provider\'s record of what it charged and when: without the time, nobody can tell whether one customer\'s payment waited for another\'s.',
+  // --- session16 ---
+  'step.06.part.slowSplit': 'A race split over two instances on a slow database ({ms} ms per statement):',
 } as const;
 
 /** A message's key. */

@@ -592,4 +592,6 @@ export const zh: Record<MessageKey, string> = {
   'step.05.serialisedAnswers': '慢支付商轮次（每次扣款 {slow} 毫秒）：在被竞争支付的重试等待它时，{after} 毫秒后发送的 {count} 笔各自带键的支付被拖住了：它们的应答比本轮最后一个应答晚了 {ms} 毫秒，是扣款时间的 {times} 倍（若无人等待，应少于 {limit} 毫秒）。charge() 期间一直持有锁、事务或同时支付数的限制，或者等待中的重试持有新支付所需的锁。',
   'step.05.slowUntimed': '慢支付商轮次：在被竞争支付和各自带键的支付共 {count} 笔扣款中，支付商对账单里带时间（"at"）的只有 {found} 笔；每笔扣款都应连同结束时间一起记下。',
   'step.05.slowUntimed.why': '对账单是支付商记下扣了什么、何时扣的记录：没有时间，就没人能看出一位顾客的支付是否在等另一位的。',
+  // --- session16 ---
+  'step.06.part.slowSplit': '在慢数据库上（每条语句 {ms} 毫秒）分散到两个实例上的并发：',
 };

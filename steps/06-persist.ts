@@ -4,6 +4,8 @@ import { describeResponse, parsePaste, paymentId, type PastedResponse } from '..
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import { RACE_SIZE, raceRound } from '../grader/race.js';
 import type { Step } from './types.js';
+import type { LiveContext } from '../grader/context.js';
+import type { ServerInstance } from '../grader/server.js';
 
 const RESTART = /restart|\bstop\b|\bkill\b|server\.py|재시작|다시 시작|重启|重新启动/i;
 
@@ -26,6 +28,74 @@ async function part(name: string, run: () => Promise<void>): Promise<void> {
  * on the same database: a retry after a restart, or on another instance, replays; a race
  * split over two instances charges once (lab sheet, step 6).
  */
+/**
+ * The simulated database round trip of the split race on a slow database, in ms
+ * (IDEM_DB_MS): longer than two requests sent at once take to reach two instances, so
+ * that a look-up after another write on one instance happens before the other's claim.
+ */
+export const SPLIT_DB_MS = 150;
+
+/**
+ * RACE_SIZE simultaneous requests with one key split over two instances (each from a copy
+ * of its own) of a database of their own whose every statement outside a transaction
+ * answers SPLIT_DB_MS late. The locked round forces a race only on a look-up that is the
+ * first statement; here a look-up after another write (an expiry DELETE, an audit row)
+ * still happens on both instances before either claims, so a claim made atomic only
+ * within one process (a threading.Lock) charges twice every time.
+ * @throws CheckFailed as raceRound
+ */
+async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
+  const database = ctx.newDatabase();
+  const servers = await Promise.all(['D', 'E'].map((label) => ctx.startServer({ database, dbMs: SPLIT_DB_MS, label })));
+  await raceRound(ctx, servers, 1, { data: ctx.data.fork('slow-split') });
+}
+
+/**
+ * The restart and the second instance on the check's database: A pays; A is stopped and
+ * its folder put back as the learner's files with only the database and the statement
+ * kept (renewCopies); B restarts there, as a redeployed pod, and C starts from a copy of
+ * the workspace of its own, as a second pod that shares only the database. The retry on
+ * B replays; a payment on B replays on C; a race split over B and C while the database's
+ * write lock is held charges once.
+ * @throws CheckFailed naming the part that failed
+ */
+async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance>): Promise<void> {
+  const a = await started;
+  const key = ctx.freshKey();
+  const body = ctx.data.payment();
+  const first = await ctx.pay(a, { key, body });
+  expectStatus(first, 201, t('check.first201'), t('step.06.first201.why'));
+  paymentOf(first);
+  await ctx.stopServer(a);
+  ctx.renewCopies();
+  const [b, c] = await Promise.all([ctx.startServer(), ctx.startServer({ ownCopy: true })]);
+  await part(t('step.06.part.restart'), async () => {
+    const WHY_RESTART = t('step.06.restart.why');
+    const retry = await ctx.pay(b, { key, body });
+    expectReplay(first, retry, WHY_RESTART);
+    expectRows(ctx, key, 1, [first, retry], WHY_RESTART);
+    expectCharges(ctx, body, 1, [first, retry], WHY_RESTART);
+  });
+  await part(t('step.06.part.shared'), async () => {
+    const WHY_SHARED = t('step.06.shared.why');
+    const key2 = ctx.freshKey();
+    const shared = ctx.data.payment();
+    const onB = await ctx.pay(b, { key: key2, body: shared });
+    expectStatus(onB, 201, t('check.first201'), WHY_SHARED);
+    paymentOf(onB);
+    const onC = await ctx.pay(c, { key: key2, body: shared });
+    expectReplay(onB, onC, WHY_SHARED);
+    expectRows(ctx, key2, 1, [onB, onC], WHY_SHARED);
+    expectCharges(ctx, shared, 1, [onB, onC], WHY_SHARED);
+  });
+  await part(t('step.06.part.split'), async () => {
+    // One round, sent while the database's write lock is held: every look-up comes before
+    // any claim, so a claim that is not atomic across processes charges twice every time.
+    // (A look-up after another write is raced on the slow database, slowDatabaseSplit.)
+    await raceRound(ctx, [b, c], 1, { lockDatabase: true });
+  });
+}
+
 export const step: Step = {
   id: '06',
   slug: 'persist',
@@ -63,44 +133,23 @@ export const step: Step = {
   },
   cost: 4,
   async live(ctx) {
-    const a = await ctx.startServer();
-    const key = ctx.freshKey();
-    const body = ctx.data.payment();
-    const first = await ctx.pay(a, { key, body });
-    expectStatus(first, 201, t('check.first201'), t('step.06.first201.why'));
-    paymentOf(first);
-    await ctx.stopServer(a);
-    // B restarts on A's database from the same folder, put back as the learner's files
-    // with only the database and the statement kept, as a redeployed pod; C is a second
-    // instance from a copy of the workspace of its own, as a second pod: it shares only
-    // the database.
-    ctx.renewCopies();
-    const [b, c] = await Promise.all([ctx.startServer(), ctx.startServer({ ownCopy: true })]);
-    await part(t('step.06.part.restart'), async () => {
-      const WHY_RESTART = t('step.06.restart.why');
-      const retry = await ctx.pay(b, { key, body });
-      expectReplay(first, retry, WHY_RESTART);
-      expectRows(ctx, key, 1, [first, retry], WHY_RESTART);
-      expectCharges(ctx, body, 1, [first, retry], WHY_RESTART);
-    });
-    await part(t('step.06.part.shared'), async () => {
-      const WHY_SHARED = t('step.06.shared.why');
-      const key2 = ctx.freshKey();
-      const shared = ctx.data.payment();
-      const onB = await ctx.pay(b, { key: key2, body: shared });
-      expectStatus(onB, 201, t('check.first201'), WHY_SHARED);
-      paymentOf(onB);
-      const onC = await ctx.pay(c, { key: key2, body: shared });
-      expectReplay(onB, onC, WHY_SHARED);
-      expectRows(ctx, key2, 1, [onB, onC], WHY_SHARED);
-      expectCharges(ctx, shared, 1, [onB, onC], WHY_SHARED);
-    });
-    await part(t('step.06.part.split'), async () => {
-      // One round, sent while the database's write lock is held: every look-up comes before
-      // any claim, so a claim that is not atomic across processes charges twice every time.
-      // (Plain rounds would only catch the wider races now and then; 05 forces those.)
-      await raceRound(ctx, [b, c], 1, { lockDatabase: true });
-    });
+    const a = ctx.startServer();
+    // From the start and beside everything below: a split race on instances D and E of a
+    // database of their own (the restart leaves the pods of another database running).
+    const slowSplit = part(t('step.06.part.slowSplit', { ms: SPLIT_DB_MS }), () => slowDatabaseSplit(ctx)).then(
+      () => undefined,
+      (err: unknown) => ({ err }),
+    );
+    let failure: unknown;
+    try {
+      await restartAndShare(ctx, a);
+    } catch (err) {
+      failure = err;
+    }
+    // Awaited whatever happened, so none of its servers comes up after the step has ended.
+    const split = await slowSplit;
+    if (failure !== undefined) throw failure;
+    if (split) throw split.err;
     return t('step.06.pass', { size: RACE_SIZE });
   },
   get hints() {

@@ -9,9 +9,10 @@ import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TestData, parseSeed } from '../grader/seed.js';
-import { startServer } from '../grader/server.js';
+import { resolveInterpreter, startServer } from '../grader/server.js';
+import { LiveContext } from '../grader/context.js';
 import { STATEMENT_MAX_BYTES, readStatement } from '../grader/statement.js';
-import { grade } from '../grader/engine.js';
+import { grade, makeGraderTempDir } from '../grader/engine.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { selectSteps } from '../steps/index.js';
 import { fixtureWorkspace, tempDir } from './support.js';
@@ -175,6 +176,42 @@ test("a retry refused with 422 after a restart is said to be a fingerprint that 
     assert.match(result.why ?? '', /fingerprint stored with the key must come out the same in every process/);
     assert.doesNotMatch(result.why ?? '', /charge/);
   } finally {
+    ws.remove();
+  }
+});
+
+test("the restart renews only the check's own database and folders: pods of another database keep running, untouched, under the labels they asked for", async () => {
+  const ws = fixtureWorkspace('reference');
+  const tmp = makeGraderTempDir('lab-');
+  const { command } = openWorkspace(ws.dir);
+  const ctx = new LiveContext(ws.dir, tmp, '06', await resolveInterpreter(command, ws.dir), 1);
+  try {
+    const startedA = ctx.startServer();
+    const database = ctx.newDatabase();
+    const startedD = ctx.startServer({ database, label: 'D' });
+    await assert.rejects(ctx.startServer({ label: 'D' }), /label D is taken/);
+    const [a, d] = await Promise.all([startedA, startedD]);
+    assert.deepEqual([a.label, d.label], ['A', 'D']);
+    const onD = await ctx.pay(d, { key: ctx.freshKey(), body: ctx.data.payment() });
+    const onA = await ctx.pay(a, { key: ctx.freshKey(), body: ctx.data.payment() });
+    assert.deepEqual([onD.status, onA.status], [201, 201]);
+    // What each wrote beside its database.
+    fs.writeFileSync(path.join(path.dirname(database.dbPath), 'beside-d'), 'kept');
+    fs.writeFileSync(path.join(path.dirname(ctx.mainDatabase.dbPath), 'beside-a'), 'gone');
+    assert.throws(() => ctx.renewCopies(), /stop every instance on the check's database first/);
+    await ctx.stopServer(a);
+    ctx.renewCopies();
+    assert.equal(fs.existsSync(path.join(path.dirname(ctx.mainDatabase.dbPath), 'beside-a')), false, "the check's own folder is put back");
+    assert.equal(fs.readFileSync(path.join(path.dirname(database.dbPath), 'beside-d'), 'utf8'), 'kept', "the other database's folder is left alone");
+    assert.equal(ctx.ledger().length, 1, "the check's database keeps its payment");
+    const replayed = await ctx.pay(d, { key: onD.key!, body: onD.requestBody });
+    assert.equal(replayed.status, 201, 'D, still running, still answers');
+    assert.equal(replayed.responseBody, onD.responseBody, 'and replays from its untouched database');
+    const b = await ctx.startServer();
+    assert.equal(b.label, 'B', 'the next letter skips none and takes none that was asked for');
+  } finally {
+    await ctx.stopAll();
+    fs.rmSync(tmp, { recursive: true, force: true });
     ws.remove();
   }
 });
