@@ -28,6 +28,7 @@ import resource
 import socket
 import signal
 import sqlite3
+import _sqlite3
 import sys
 import threading
 import time
@@ -134,6 +135,24 @@ class _RoundTrip(sqlite3.Connection):
     def executescript(self, script):
         return self.cursor().executescript(script)
 
+    def _answered(self):
+        if DB_MS > 0:
+            time.sleep(DB_MS / 1000)
+
+    def commit(self):
+        super().commit()
+        self._answered()
+
+    def rollback(self):
+        super().rollback()
+        self._answered()
+
+    def __exit__(self, *exc):
+        # `with conn:` commits or rolls back: that answer is late too.
+        result = super().__exit__(*exc)
+        self._answered()
+        return result
+
 
 _plain_connect = sqlite3.connect
 
@@ -143,10 +162,10 @@ def _connect(*args, factory=_RoundTrip, **kwargs):
     return _plain_connect(*args, factory=factory, **kwargs)
 
 
-# Every way to open a connection gets the round trip: sqlite3.connect, its twin in
-# sqlite3.dbapi2, and sqlite3.Connection called directly.
-sqlite3.connect = sqlite3.dbapi2.connect = _connect
-sqlite3.Connection = sqlite3.dbapi2.Connection = _RoundTrip
+# Every way to open a connection gets the round trip: sqlite3.connect, its twins in
+# sqlite3.dbapi2 and the _sqlite3 extension itself, and sqlite3.Connection called directly.
+sqlite3.connect = sqlite3.dbapi2.connect = _sqlite3.connect = _connect
+sqlite3.Connection = sqlite3.dbapi2.Connection = _sqlite3.Connection = _RoundTrip
 
 
 def db():
