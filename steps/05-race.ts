@@ -186,6 +186,11 @@ async function slowRound(ctx: LiveContext, server: ServerInstance): Promise<void
   if (waited >= limit) {
     throw new CheckFailed(t('step.05.serialisedAnswers', { ...said, ms: waited, times: (waited / slow).toFixed(1) }), t('step.05.serialised.why'), { exchanges: extra });
   }
+  // And among themselves: sent together, answered a whole charge time apart means one waited for another.
+  const apart = Math.round(Math.max(...extra.map((e) => e.ms)) - Math.min(...extra.map((e) => e.ms)));
+  if (apart >= limit) {
+    throw new CheckFailed(t('step.05.othersApart', { ...said, ms: apart, times: (apart / slow).toFixed(1) }), t('step.05.serialised.why'), { exchanges: extra });
+  }
   expectOthers(extra);
   // Every one of the four charges must be on the statement with a time: one without could not be timed.
   if (ends.length !== OTHER_KEYS + 1) {
