@@ -47,7 +47,15 @@ export const SPLIT_DB_MS = 150;
 async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
   const database = ctx.newDatabase();
   const servers = await Promise.all(['D', 'E'].map((label) => ctx.startServer({ database, dbMs: SPLIT_DB_MS, label })));
-  await raceRound(ctx, servers, 1, { data: ctx.data.fork('slow-split') });
+  const data = ctx.data.fork('slow-split');
+  // With the race, one payment with a key of its own on each instance (raceRound spreads
+  // them over the servers in turn): two processes recording at once must give two ids.
+  const own = servers.map(() => ({ key: data.key(), body: data.payment() }));
+  const { extra } = await raceRound(ctx, servers, 1, { data }, own);
+  const why = t('step.06.slowSplitOther.why');
+  for (const e of extra) expectStatus(e, 201, t('step.06.slowSplitOther', { server: e.server, status: String(e.status ?? e.error) }), why);
+  const [x, y] = extra.map((e) => paymentOf(e).payment_id);
+  if (x === y) throw new CheckFailed(t('step.06.slowSplitSameId', { a: extra[0].server, b: extra[1].server, id: String(x) }), why, { exchanges: extra });
 }
 
 /**
