@@ -379,8 +379,9 @@ export const step: Step = {
           name: t('step.05.latencyRound', { ms: DB_LATENCY_MS }),
           data: ctx.data.fork('latency'),
           // A server right for one instance that lines the ten up behind a lock (a file or a
-          // thread lock around look-up and claim) answers the last after a few slow statements per request before it.
-          timeouts: { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + RACE_SIZE * 4 * DB_LATENCY_MS },
+          // thread lock around look-up and claim) answers the last after a few slow statements per request before it
+          // (about 7.5 s): twice the request limit, so that a server that hangs costs one limit more, not more than that.
+          timeouts: { connectMs: checkTimeouts().connectMs, answerMs: 2 * checkTimeouts().answerMs },
         })),
     );
     const failures: unknown[] = [];
