@@ -55,7 +55,7 @@ async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
   // them over the servers in turn): two processes recording at once must give two ids.
   const own = servers.map(() => ({ key: data.key(), body: data.payment() }));
   // A correct server that lines its requests up behind a lock (a file lock around look-up
-  // and claim) answers the last of them after a few slow statements per request before it.
+  // and claim) answers the last of them after a few slow statements per request before it
   // (about 5 s): twice the request limit, so that a server that hangs costs one limit more, not more than that.
   const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: 2 * checkTimeouts().answerMs };
   const { extra } = await raceRound(ctx, servers, 1, { data, timeouts }, own);
