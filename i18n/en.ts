@@ -614,9 +614,6 @@ export const en = {
   'step.06.part.slowSplit': 'A race split over two instances on a slow database ({ms} ms per statement):',
   'step.05.othersApart': 'The slow-provider round ({slow} ms per charge): {count} payments with keys of their own, sent {after} ms after the raced payment while its retries waited for it, were held back: sent together, they were answered {ms} ms apart, {times} times the charge (under {limit} ms when none waits). A lock, a transaction or a limit on payments at once is held across charge().',
   'step.04.afterReplay': 'After the replay, the same key with a different body (amount {then} instead of {first}) must still be refused with 422: the body is compared on every request, not only until the first replay.',
-  'step.06.slowSplitOther': 'A payment with a key of its own, sent to server {server} with the race, must succeed (201); it got {status}.',
-  'step.06.slowSplitSameId': 'Two payments with keys of their own, one on server {a} and one on server {b}, sent at once, both got payment_id {id}: each payment needs an id of its own, given by the database (an INTEGER PRIMARY KEY, the insert\'s lastrowid), not worked out by one process.',
-  'step.06.slowSplitOther.why': 'Instances record payments at the same moment: whatever one process works out on its own (the next id, a counter, a cache) another works out the same way.',
 } as const;
 
 /** A message's key. */

@@ -596,7 +596,4 @@ export const ko: Record<MessageKey, string> = {
   'step.06.part.slowSplit': '느린 데이터베이스(문장마다 {ms}ms)에서 두 인스턴스에 나눠 보낸 경쟁:',
   'step.05.othersApart': '느린 결제사 라운드(결제 한 번에 {slow} ms): 경쟁시킨 결제의 재시도들이 그 결제를 기다리는 동안 {after} ms 뒤에 보낸, 저마다 다른 키의 결제 {count}건이 붙잡혀 있었습니다. 함께 보냈는데 응답은 {ms} ms, 결제 시간의 {times}배 간격을 두고 왔습니다(아무도 기다리지 않으면 {limit} ms 안쪽입니다). charge() 동안 잠금이나 트랜잭션, 또는 동시 결제 수 제한을 쥐고 있습니다.',
   'step.04.afterReplay': '재생 뒤에도 같은 키에 본문이 다른 요청(금액 {first} 대신 {then})은 422로 거절해야 합니다. 본문 비교는 첫 재생까지만이 아니라 요청마다 합니다.',
-  'step.06.slowSplitOther': '경쟁과 함께 서버 {server}에 보낸, 키가 따로 있는 결제는 성공(201)해야 합니다. 받은 응답: {status}.',
-  'step.06.slowSplitSameId': '서버 {a}, 서버 {b}에 하나씩 동시에 보낸, 키가 따로 있는 결제 두 건이 둘 다 같은 payment_id(값 {id})를 받았습니다. 결제마다 id가 따로 있어야 하고, 그 id는 한 프로세스가 계산하지 말고 데이터베이스가 매겨야 합니다(INTEGER PRIMARY KEY, 삽입의 lastrowid).',
-  'step.06.slowSplitOther.why': '인스턴스들은 같은 순간에 결제를 기록합니다. 한 프로세스가 혼자 계산하는 것(다음 id, 카운터, 캐시)은 다른 프로세스도 똑같이 계산합니다.',
 };

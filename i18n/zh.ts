@@ -596,7 +596,4 @@ export const zh: Record<MessageKey, string> = {
   'step.06.part.slowSplit': '在慢数据库上（每条语句 {ms} 毫秒）分散到两个实例上的并发：',
   'step.05.othersApart': '慢支付商轮次（每次扣款 {slow} 毫秒）：在被竞争支付的重试等待它时，{after} 毫秒后发送的 {count} 笔各自带键的支付被拖住了：它们是一起发出的，应答却相隔 {ms} 毫秒，是扣款时间的 {times} 倍（若无人等待，应少于 {limit} 毫秒）。charge() 期间一直持有锁、事务或同时支付数的限制。',
   'step.04.afterReplay': '重放之后，同一个键配不同的请求体（金额 {then} 而不是 {first}）仍必须被 422 拒绝：每个请求都要比较请求体，而不只是在第一次重放之前。',
-  'step.06.slowSplitOther': '和竞争请求一起发往服务器 {server} 的、带自己键的支付必须成功（201），它却得到了 {status}。',
-  'step.06.slowSplitSameId': '分别发往服务器 {a} 和服务器 {b}、同时发出的两笔带自己键的支付，都拿到了 payment_id {id}：每笔支付都要有自己的 id，由数据库给出（INTEGER PRIMARY KEY、插入的 lastrowid），而不是由某个进程自己算出来。',
-  'step.06.slowSplitOther.why': '多个实例会在同一时刻记录支付：一个进程自己算出来的东西（下一个 id、计数器、缓存），另一个进程也会同样算出来。',
 };
