@@ -4,7 +4,7 @@ import { commandKey, describeResponse, headerKey, parsePaste } from '../grader/p
 import { t } from '../i18n/index.js';
 import { CheckFailed } from '../grader/failure.js';
 import { RACE_SIZE, raceRound, where } from '../grader/race.js';
-import { checkTimeouts } from '../grader/http.js';
+import { checkTimeouts, slowDatabaseTimeouts } from '../grader/http.js';
 import { chargeMs } from '../grader/limits.js';
 import { expectStatus, paymentOf } from '../grader/expect-http.js';
 import type { LiveContext } from '../grader/context.js';
@@ -379,9 +379,8 @@ export const step: Step = {
           name: t('step.05.latencyRound', { ms: DB_LATENCY_MS }),
           data: ctx.data.fork('latency'),
           // A server right for one instance that lines the ten up behind a lock (a file or a
-          // thread lock around look-up and claim) answers the last after a few slow statements per request before it
-          // (about 7.5 s): twice the request limit, so that a server that hangs costs one limit more, not more than that.
-          timeouts: { connectMs: checkTimeouts().connectMs, answerMs: 2 * checkTimeouts().answerMs },
+          // thread lock around look-up and claim) answers the last after about 7.5 s.
+          timeouts: slowDatabaseTimeouts(),
         })),
     );
     const failures: unknown[] = [];

@@ -3,7 +3,7 @@ import { t } from '../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../grader/paste.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import { RACE_SIZE, raceRound } from '../grader/race.js';
-import { checkTimeouts } from '../grader/http.js';
+import { slowDatabaseTimeouts } from '../grader/http.js';
 import type { Step } from './types.js';
 import type { LiveContext } from '../grader/context.js';
 import type { ServerInstance } from '../grader/server.js';
@@ -25,11 +25,6 @@ async function part(name: string, run: () => Promise<void>): Promise<void> {
 }
 
 /**
- * Step 06: what the server remembers survives a restart and is shared by every instance
- * on the same database: a retry after a restart, or on another instance, replays; a race
- * split over two instances charges once (lab sheet, step 6).
- */
-/**
  * The simulated database round trip of the split race on a slow database, in ms
  * (IDEM_DB_MS): longer than two requests sent at once take to reach two instances, so
  * that a look-up after another write on one instance happens before the other's claim,
@@ -50,10 +45,8 @@ export const SPLIT_DB_MS = 250;
 async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
   const database = ctx.newDatabase();
   const servers = await Promise.all(['D', 'E'].map((label) => ctx.startServer({ database, dbMs: SPLIT_DB_MS, label })));
-  // A correct server that lines its requests up behind a lock (a file lock around look-up
-  // and claim) answers the last of them after a few slow statements per request before it
-  // (about 5 s): twice the request limit, so that a server that hangs costs one limit more, not more than that.
-  const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: 2 * checkTimeouts().answerMs };
+  // A correct server behind a file lock answers the last of the ten after about 5 s.
+  const timeouts = slowDatabaseTimeouts();
   // Nothing else in this round: a payment of another key ahead of the raced one in a
   // process's lock would let the other instance claim first, and the race would be lost.
   await raceRound(ctx, servers, 1, { data: ctx.data.fork('slow-split'), timeouts });
@@ -105,6 +98,11 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
   });
 }
 
+/**
+ * Step 06: what the server remembers survives a restart and is shared by every instance
+ * on the same database: a retry after a restart, or on another instance, replays; a race
+ * split over two instances charges once (lab sheet, step 6).
+ */
 export const step: Step = {
   id: '06',
   slug: 'persist',
@@ -146,12 +144,7 @@ export const step: Step = {
     // Once A is up (a start beside every other of the check's first ones would slow them
     // all) and beside everything below: a split race on instances D and E of a database of
     // their own (the restart leaves the pods of another database running).
-    const slowSplit = part(t('step.06.part.slowSplit', { ms: SPLIT_DB_MS }), () =>
-      a.then(
-        () => slowDatabaseSplit(ctx),
-        () => slowDatabaseSplit(ctx),
-      ),
-    ).then(
+    const slowSplit = part(t('step.06.part.slowSplit', { ms: SPLIT_DB_MS }), () => a.then(() => slowDatabaseSplit(ctx))).then(
       () => undefined,
       (err: unknown) => ({ err }),
     );
