@@ -42,6 +42,8 @@ export interface InstanceOptions {
    * uses. Default: the check's database.
    */
   database?: CheckDatabase;
+  /** Its place in the queue of starts: how long, in ms, what waits for it takes once it is up (see StartOptions.priority). Default 0. */
+  priority?: number;
 }
 
 /** One database of a check: its sqlite file (IDEM_DB) and its provider's statement (IDEM_PROVIDER_LOG), absolute paths. */
@@ -233,6 +235,7 @@ export class LiveContext {
       ownDir: path.dirname(cwd),
       chargeMs: options.chargeMs,
       dbMs: options.dbMs,
+      priority: options.priority,
     }).catch((err: unknown) => {
       pod.failed = true;
       throw err;

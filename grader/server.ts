@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -70,6 +71,13 @@ export interface StartOptions {
   ownDir?: string;
   /** How long to wait for GET /health to answer 200, in ms (default: limits().startMs). */
   readyTimeoutMs?: number;
+  /**
+   * Its place in the queue of starts (see startSlot): how long, in ms, the part of the
+   * check that waits for this server takes once it is up (default 0). Starts waiting for
+   * a slot are served longest first, so a server whose round is slow is not held up by
+   * several others starting beside it.
+   */
+  priority?: number;
 }
 
 const OUTPUT_TAIL_BYTES = 4096;
@@ -350,19 +358,85 @@ function addressInUse(output: string): boolean {
 export async function startServer(options: StartOptions): Promise<ServerInstance> {
   // The caller's folder is already a copy of the workspace for this check (LiveContext).
   const cwd = options.workspace;
-  for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
-    const instance = spawnServer(options, port, cwd);
-    try {
-      await waitReady(instance, options.readyTimeoutMs ?? limits().startMs);
-      return instance;
-    } catch (err) {
-      await instance.stop();
-      // Another process took the free port between our probe and the bind: try another one.
-      if (attempt < 3 && addressInUse(instance.output())) continue;
-      throw err;
+  // The start time limit counts from the spawn, not from the wait for a slot.
+  const release = await startSlot(options.priority ?? 0);
+  try {
+    for (let attempt = 1; ; attempt++) {
+      const port = await freePort();
+      const instance = spawnServer(options, port, cwd);
+      try {
+        await waitReady(instance, options.readyTimeoutMs ?? limits().startMs);
+        return instance;
+      } catch (err) {
+        await instance.stop();
+        // Another process took the free port between our probe and the bind: try another one.
+        if (attempt < 3 && addressInUse(instance.output())) continue;
+        throw err;
+      }
     }
+  } finally {
+    release();
   }
+}
+
+/**
+ * How many servers start at once in this process: one per core, and one more for the
+ * time a start spends waiting on the disk and on its relay. A start takes about 0.15 s of
+ * CPU (an interpreter and its imports); started all at once, ten servers on two cores
+ * each take ten times that, and the one a slow round waits for is not up any sooner.
+ */
+export const START_SLOTS = os.availableParallelism() + 1;
+
+/**
+ * The longest a start keeps its slot, in ms: a server that does not come up (one that
+ * never listens waits out its whole start time limit) holds up the queue no longer than
+ * this; it goes on waiting outside it.
+ */
+export const SLOT_HOLD_MS = 1000;
+
+let startsRunning = 0;
+const startQueue: Array<{ priority: number; order: number; go: () => void }> = [];
+let startsQueued = 0;
+let dispatching = false;
+
+/** Hands the free slots to the queue's first starts, on the next turn of the event loop. */
+function dispatchStarts(): void {
+  if (dispatching) return;
+  dispatching = true;
+  setImmediate(() => {
+    dispatching = false;
+    startQueue.sort((a, b) => b.priority - a.priority || a.order - b.order);
+    while (startsRunning < START_SLOTS && startQueue.length > 0) {
+      startsRunning++;
+      startQueue.shift()!.go();
+    }
+  });
+}
+
+/**
+ * Waits for one of START_SLOTS slots to start a server in, served by `priority` (highest
+ * first; equal ones in the order asked). Slots are handed out on the next turn of the
+ * event loop, so that the starts asked for together (every step's first ones) are served
+ * by priority, not by which step asked first. The slot is given back by the function
+ * returned, or SLOT_HOLD_MS after it was taken, whichever comes first.
+ * @returns the function that gives the slot back (call it once the server is up or has failed to start; again is harmless)
+ */
+export async function startSlot(priority: number): Promise<() => void> {
+  await new Promise<void>((go) => {
+    startQueue.push({ priority, order: startsQueued++, go });
+    dispatchStarts();
+  });
+  let given = false;
+  const giveBack = () => {
+    if (given) return;
+    given = true;
+    clearTimeout(timer);
+    startsRunning--;
+    if (startQueue.length > 0) dispatchStarts();
+  };
+  const timer = setTimeout(giveBack, SLOT_HOLD_MS);
+  timer.unref();
+  return giveBack;
 }
 
 /**

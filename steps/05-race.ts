@@ -362,19 +362,17 @@ export const step: Step = {
         () => undefined,
         (err: unknown) => err,
       );
-    // The slow provider's server starts first, alone: its round is the longest.
-    const slow = ctx.startServer({ chargeMs: slowChargeMs(), ownDatabase: true });
+    // All three at once; the start queue serves the slow provider's first, then the slow
+    // database's: the longer the round that waits for a server, the sooner it starts.
+    const slow = ctx.startServer({ chargeMs: slowChargeMs(), ownDatabase: true, priority: slowChargeMs() });
     const slowDone = settled(slow.then((server) => slowRound(ctx, server)));
-    const others = slow.then(
-      () => undefined,
-      () => undefined,
-    );
-    const main = others.then(() => ctx.startServer());
+    // Its rounds take about 0.8 s.
+    const main = ctx.startServer({ priority: 800 });
     // The look-up of a check-then-insert behind another write (an expiry DELETE, an audit
     // row) is not held by a lock; a database round trip widens its window.
     const latencyDone = settled(
-      others
-        .then(() => ctx.startServer({ dbMs: DB_LATENCY_MS, ownDatabase: true }))
+      ctx
+        .startServer({ dbMs: DB_LATENCY_MS, ownDatabase: true, priority: 3 * DB_LATENCY_MS })
         .then((latent) => raceRound(ctx, [latent], 'latency', {
           name: t('step.05.latencyRound', { ms: DB_LATENCY_MS }),
           data: ctx.data.fork('latency'),

@@ -44,7 +44,7 @@ export const SPLIT_DB_MS = 250;
  */
 async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
   const database = ctx.newDatabase();
-  const servers = await Promise.all(['D', 'E'].map((label) => ctx.startServer({ database, dbMs: SPLIT_DB_MS, label })));
+  const servers = await Promise.all(['D', 'E'].map((label) => ctx.startServer({ database, dbMs: SPLIT_DB_MS, label, priority: 3 * SPLIT_DB_MS })));
   // A correct server behind a file lock answers the last of the ten after about 5 s.
   const timeouts = slowDatabaseTimeouts();
   // Nothing else in this round: a payment of another key ahead of the raced one in a
@@ -70,7 +70,7 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
   paymentOf(first);
   await ctx.stopServer(a);
   ctx.renewCopies();
-  const [b, c] = await Promise.all([ctx.startServer(), ctx.startServer({ ownCopy: true })]);
+  const [b, c] = await Promise.all([ctx.startServer({ priority: 500 }), ctx.startServer({ ownCopy: true, priority: 500 })]);
   await part(t('step.06.part.restart'), async () => {
     const WHY_RESTART = t('step.06.restart.why');
     const retry = await ctx.pay(b, { key, body });
@@ -140,11 +140,12 @@ export const step: Step = {
   },
   cost: 4,
   async live(ctx) {
-    const a = ctx.startServer();
-    // Once A is up (a start beside every other of the check's first ones would slow them
-    // all) and beside everything below: a split race on instances D and E of a database of
-    // their own (the restart leaves the pods of another database running).
-    const slowSplit = part(t('step.06.part.slowSplit', { ms: SPLIT_DB_MS }), () => a.then(() => slowDatabaseSplit(ctx))).then(
+    // A's part takes about a second once it is up: a payment, the restart, the other instance, a race.
+    const a = ctx.startServer({ priority: 1000 });
+    // Beside everything below (the start queue serves D and E before A): a split race on
+    // instances D and E of a database of their own (the restart leaves the pods of another
+    // database running). When A could not start either, A's failure is said first.
+    const slowSplit = part(t('step.06.part.slowSplit', { ms: SPLIT_DB_MS }), () => slowDatabaseSplit(ctx)).then(
       () => undefined,
       (err: unknown) => ({ err }),
     );
