@@ -317,9 +317,14 @@ export class LiveContext {
     await instance.stop();
   }
 
-  /** Stops every instance this check started; never throws. */
+  /**
+   * Stops every instance this check started; never throws. A sandboxed one is killed at
+   * once (ServerInstance.kill): nothing it started can outlive its sandbox, and the check
+   * is done with it. One without a sandbox gets SIGTERM and its grace period, so that a
+   * process it leaves running is found and reported (check.leftRunning).
+   */
   async stopAll(): Promise<void> {
-    await Promise.all(this.servers.map((s) => s.stop()));
+    await Promise.all(this.servers.map((s) => (s.sandboxed ? s.kill() : s.stop())));
   }
 
   /** The instances that left processes running when stopped (see ServerInstance.leftRunning): label and count. */
