@@ -36,10 +36,15 @@ export const SPLIT_DB_MS = 250;
 /**
  * RACE_SIZE simultaneous requests with one key split over two instances (each from a copy
  * of its own) of a database of their own whose every statement outside a transaction
- * answers SPLIT_DB_MS late. The locked round forces a race only on a look-up that is the
+ * answers SPLIT_DB_MS late, sent while the grader holds that database's write lock for
+ * LOCK_HOLD_MS. The locked round on B and C forces a race only on a look-up that is the
  * first statement; here a look-up after another write (an expiry DELETE, an audit row)
- * still happens on both instances before either claims, so a claim made atomic only
- * within one process (a threading.Lock) charges twice every time.
+ * still happens on both instances before either claims, and so does one made in a
+ * transaction of its own that ends before the claim (BEGIN IMMEDIATE, look-up, COMMIT,
+ * then the claim): held at their first write, both instances go on together when the
+ * lock goes. Without the lock, on a loaded machine, one instance's request now and then
+ * reached its look-up only after the other had claimed (3 runs in 100). A claim made
+ * atomic only within one process (a threading.Lock) charges twice every time.
  * @throws CheckFailed as raceRound
  */
 async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
@@ -49,7 +54,7 @@ async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
   const timeouts = slowDatabaseTimeouts();
   // Nothing else in this round: a payment of another key ahead of the raced one in a
   // process's lock would let the other instance claim first, and the race would be lost.
-  await raceRound(ctx, servers, 1, { data: ctx.data.fork('slow-split'), timeouts });
+  await raceRound(ctx, servers, 1, { data: ctx.data.fork('slow-split'), timeouts, lockDatabase: true });
 }
 
 /**
