@@ -15,7 +15,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { grade } from '../grader/engine.js';
 import { resolveInterpreter } from '../grader/server.js';
-import { sandboxFor } from '../grader/check-command.js';
+import { sandboxFor } from '../bin/check-command.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { MATRIX, P } from '../fixtures/matrix.js';
 import { racySteps } from '../fixtures/build.js';

@@ -13,8 +13,8 @@ import { chooseLanguage, language, setLanguage, t } from '../i18n/index.js';
 // The commands load their modules when they run, so `--help` does not pay for undici,
 // better-sqlite3, execa and marked.
 const lab = () => import('../lab/commands.js');
-const grader = () => import('../grader/check-command.js');
-const cohort = () => import('../grader/grade-command.js');
+const grader = () => import('./check-command.js');
+const cohort = () => import('./grade-command.js');
 const ci = () => import('../lab/ci.js');
 
 function port(value: string): number {

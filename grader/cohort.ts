@@ -13,16 +13,14 @@ import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { grade } from './engine.js';
 import { SetupError } from './failure.js';
-import { commandExists } from './check-command.js';
 import { formatPoints, isRequired, pointsOf, scoreResults, setupErrorReport, type GradeReport, type GradingConfig } from './grading.js';
 import { resultsFile, type ResultsFile } from './reporters/json.js';
 import { stepName } from './reporters/plain.js';
-import { resolveInterpreter, type ServerCommand } from './server.js';
+import { commandExists, resolveInterpreter, type ServerCommand } from './server.js';
 import type { Sandbox } from './sandbox.js';
 import type { Status } from './types.js';
-import { openWorkspace } from '../lab/workspace.js';
 import { t } from '../i18n/index.js';
-import type { Step } from '../steps/types.js';
+import type { Step } from './track.js';
 
 /** How long one workspace may take to grade by default, in ms. */
 export const DEFAULT_WORKSPACE_TIMEOUT_MS = 180_000;
@@ -31,8 +29,14 @@ export const DEFAULT_WORKSPACE_TIMEOUT_MS = 180_000;
 export interface CohortOptions {
   /** The student workspaces, as given (relative to the current directory or absolute). */
   dirs: readonly string[];
-  /** The steps to grade in each, in order. */
+  /** The steps to grade in each, in order (a track's). */
   steps: readonly Step[];
+  /**
+   * How to start a workspace's server: the lab reads the workspace's own config (for the
+   * basic track, lab/workspace.ts openWorkspace). The engine knows no workspace layout.
+   * @throws SetupError for a workspace that cannot be graded (no server file, a bad config): an error row
+   */
+  serverCommand(workspace: string): ServerCommand;
   /** Points and required steps, the same for every student (never read from the students' own files). */
   config: GradingConfig;
   /** How many workspaces to grade at once (default 1). */
@@ -130,14 +134,14 @@ function rowOf(student: string, workspace: string, report: GradeReport, ms: numb
  * a bad idem-lab.json "server" entry is an error row with the reason; so is a workspace
  * cut off after `timeoutMs` (its running servers are stopped at once).
  */
-export async function gradeWorkspace(student: string, dir: string, options: Pick<CohortOptions, 'steps' | 'config' | 'timeoutMs' | 'sandbox'>): Promise<GradebookRow> {
+export async function gradeWorkspace(student: string, dir: string, options: Pick<CohortOptions, 'steps' | 'config' | 'timeoutMs' | 'sandbox' | 'serverCommand'>): Promise<GradebookRow> {
   const started = performance.now();
   const workspace = path.resolve(dir);
   const timeoutMs = options.timeoutMs ?? DEFAULT_WORKSPACE_TIMEOUT_MS;
   const setupError = (message: string) => rowOf(student, workspace, setupErrorReport(message, options.config, options.steps), performance.now() - started);
   let command: ServerCommand;
   try {
-    command = openWorkspace(workspace).command;
+    command = options.serverCommand(workspace);
     if (options.steps.some((s) => s.live) && !commandExists(command.file)) {
       throw new SetupError(t('cli.noInterpreter', { file: command.file }));
     }

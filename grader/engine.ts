@@ -11,7 +11,7 @@ import { CheckFailed, ServerStartFailed } from './failure.js';
 import { MAX_BODY_BYTES } from './http.js';
 import type { ServerCommand } from './server.js';
 import type { Exchange, LedgerRow, StepResult } from './types.js';
-import type { Step } from '../steps/types.js';
+import type { Step } from './track.js';
 import { FileRefused, MAX_ANSWER_BYTES, readInside, type FileKind } from './safe-read.js';
 import { markRun, sweepStaleRuns } from './stale.js';
 

@@ -15,8 +15,7 @@ import path from 'node:path';
 import { SetupError } from './failure.js';
 import { jsonErrorWhere, t } from '../i18n/index.js';
 import type { Status, StepResult } from './types.js';
-import { STEPS, selectSteps } from '../steps/index.js';
-import type { Step } from '../steps/types.js';
+import { selectSteps, type Step } from './track.js';
 
 /** Points of a step the config does not name. */
 export const DEFAULT_POINTS = 1;
@@ -39,9 +38,9 @@ export function defaultGradingConfig(): GradingConfig {
   return { points: {}, source: 'defaults' };
 }
 
-function stepId(selector: string, where: string): string {
+function stepId(steps: readonly Step[], selector: string, where: string): string {
   try {
-    return selectSteps([selector])[0].id;
+    return selectSteps(steps, [selector])[0].id;
   } catch (err) {
     throw new SetupError(`${where}: ${(err as Error).message}`);
   }
@@ -51,9 +50,10 @@ function stepId(selector: string, where: string): string {
  * Reads the grading part of a parsed config object: "points" (an object from step to a
  * non-negative number) and "required" (a list of steps). Other keys are ignored.
  * @param source the file it came from, for messages
+ * @param steps the track's steps, which the entries name
  * @throws SetupError naming the file and the wrong entry
  */
-export function parseGradingConfig(raw: unknown, source: string): GradingConfig {
+export function parseGradingConfig(raw: unknown, source: string, steps: readonly Step[]): GradingConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new SetupError(t('cli.config.object', { file: source }));
   const { points, required } = raw as { points?: unknown; required?: unknown };
   const config: GradingConfig = { points: {}, source };
@@ -65,23 +65,23 @@ export function parseGradingConfig(raw: unknown, source: string): GradingConfig 
       if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
         throw new SetupError(t('cli.config.pointsValue', { file: source, step: selector, value: JSON.stringify(value) }));
       }
-      config.points[stepId(selector, `${source}: "points"`)] = value;
+      config.points[stepId(steps, selector, `${source}: "points"`)] = value;
     }
   }
   if (required !== undefined) {
     if (!Array.isArray(required) || !required.every((s) => typeof s === 'string')) {
       throw new SetupError(t('cli.config.required', { file: source }));
     }
-    config.required = [...new Set(required.map((s: string) => stepId(s, `${source}: "required"`)))].sort();
+    config.required = [...new Set(required.map((s: string) => stepId(steps, s, `${source}: "required"`)))].sort();
   }
   return config;
 }
 
 /**
- * Reads a grading config file (JSON).
+ * Reads a grading config file (JSON) whose entries name `steps`.
  * @throws SetupError when it is missing, not JSON, or wrong
  */
-export function readGradingConfig(file: string): GradingConfig {
+export function readGradingConfig(file: string, steps: readonly Step[]): GradingConfig {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -94,16 +94,16 @@ export function readGradingConfig(file: string): GradingConfig {
   } catch (err) {
     throw new SetupError(t('cli.config.json', { file, error: jsonErrorWhere(err) }));
   }
-  return parseGradingConfig(raw, file);
+  return parseGradingConfig(raw, file, steps);
 }
 
 /**
- * The grading config of a workspace: its idem-lab.json when there is one, else the defaults.
+ * The grading config of a workspace: its idem-lab.json when there is one (naming `steps`), else the defaults.
  * @throws SetupError when idem-lab.json is there but wrong
  */
-export function workspaceGradingConfig(workspace: string): GradingConfig {
+export function workspaceGradingConfig(workspace: string, steps: readonly Step[]): GradingConfig {
   const file = path.join(workspace, CONFIG_FILE);
-  return fs.existsSync(file) ? readGradingConfig(file) : defaultGradingConfig();
+  return fs.existsSync(file) ? readGradingConfig(file, steps) : defaultGradingConfig();
 }
 
 /** The points of a step under a config. */
@@ -191,9 +191,9 @@ function neverAnswered(results: StepResult[]): StepResult | undefined {
 /**
  * The report of a run that could not grade at all (no server.py, bad config, missing
  * python3): every chosen step in error with the same message, no points earned.
- * @param steps the steps that were to be graded; all steps when unknown
+ * @param steps the steps that were to be graded (a track's, or those chosen of it)
  */
-export function setupErrorReport(message: string, config: GradingConfig = defaultGradingConfig(), steps: readonly Step[] = STEPS): GradeReport {
+export function setupErrorReport(message: string, config: GradingConfig, steps: readonly Step[]): GradeReport {
   const results: StepResult[] = steps.map((step) => {
     const result: StepResult = { id: step.id, slug: step.slug, title: step.title, status: 'error', message, details: [], warnings: [], exchanges: [], ms: 0 };
     if (step.file) result.file = step.file.name;

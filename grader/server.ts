@@ -314,6 +314,14 @@ export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
   }
 }
 
+/**
+ * Whether `file` can be run: a path that exists, or a name found on PATH.
+ */
+export function commandExists(file: string): boolean {
+  if (file.includes('/')) return fs.existsSync(file);
+  return (process.env.PATH ?? '').split(path.delimiter).some((dir) => dir !== '' && fs.existsSync(path.join(dir, file)));
+}
+
 /** A live process found in /proc. */
 interface FoundProcess {
   pid: number;

@@ -11,7 +11,7 @@ import { SetupError } from '../grader/failure.js';
 import { colourFor, formatProgress } from '../grader/reporters/human.js';
 import { formatExchange, formatLedger, shellQuote } from '../grader/wire.js';
 import { STEPS, selectSteps } from '../steps/index.js';
-import type { Step } from '../steps/types.js';
+import type { Step } from '../grader/track.js';
 import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from './runner.js';
 import { readSheet, sheetSection } from './sheet.js';
 import fs from 'node:fs';

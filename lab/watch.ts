@@ -12,7 +12,7 @@ import { grade } from '../grader/engine.js';
 import { killAllServersNow } from '../grader/server.js';
 import { runExitTasks } from '../grader/cleanup.js';
 import { colourFor, formatProgress, formatResult } from '../grader/reporters/human.js';
-import { passedCount, prepareCheck, saveVerdicts } from '../grader/check-command.js';
+import { passedCount, prepareCheck, saveVerdicts } from '../bin/check-command.js';
 import { STEPS, selectSteps } from '../steps/index.js';
 import { Coalescer } from './coalesce.js';
 import { hintCommand, labSummary, nextStepToDo, restartCommand, type WorkspaceOptions } from './commands.js';

@@ -3,7 +3,7 @@ import { expectReplay, expectRows, expectStatus, paymentOf } from '../grader/exp
 import { t } from '../i18n/index.js';
 import type { LiveContext } from '../grader/context.js';
 import type { Exchange } from '../grader/types.js';
-import type { Step } from './types.js';
+import type { Step } from '../grader/track.js';
 
 /**
  * Keys that are different keys, each a payment of its own, in groups of keys that a

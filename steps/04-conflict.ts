@@ -5,7 +5,7 @@ import { CheckFailed } from '../grader/failure.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import { rowsForKey } from '../grader/ledger.js';
 import { responseJson } from '../grader/http.js';
-import type { Step } from './types.js';
+import type { Step } from '../grader/track.js';
 import type { Exchange } from '../grader/types.js';
 
 const why = () => t('step.04.why');

@@ -11,7 +11,7 @@ import type { LiveContext } from '../grader/context.js';
 import type { ServerInstance } from '../grader/server.js';
 import type { Exchange, LedgerRow } from '../grader/types.js';
 import type { TestData } from '../grader/seed.js';
-import type { Step } from './types.js';
+import type { Step } from '../grader/track.js';
 
 /** How many rounds of simultaneous requests the live check sends to one server. */
 export const RACE_ROUNDS = 3;

@@ -4,7 +4,7 @@ import { describeResponse, parsePaste, paymentId, type PastedResponse } from '..
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
 import { RACE_SIZE, raceRound } from '../grader/race.js';
 import { slowDatabaseTimeouts } from '../grader/http.js';
-import type { Step } from './types.js';
+import type { Step } from '../grader/track.js';
 import type { LiveContext } from '../grader/context.js';
 import type { ServerInstance } from '../grader/server.js';
 

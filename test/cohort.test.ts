@@ -11,13 +11,17 @@ import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { buildWorkspace, FIXTURES_DIR, racySteps, referenceFiles, solutionNames } from '../fixtures/build.js';
 import { gradeCohort, gradebookCsv, studentNames, type Gradebook } from '../grader/cohort.js';
-import { cohortProgress } from '../grader/grade-command.js';
+import { cohortProgress } from '../bin/grade-command.js';
 import { defaultGradingConfig, parseGradingConfig } from '../grader/grading.js';
 import { runningServerCount } from '../grader/server.js';
 import { STEPS } from '../steps/index.js';
+import { openWorkspace } from '../lab/workspace.js';
 import { runCli, serversUnder, tempDir } from './support.js';
 import { RESULTS_SCHEMA } from './ci-support.js';
 import { Ajv } from 'ajv';
+
+/** How the basic track's workspaces start their server, as `idem-lab grade` passes it. */
+const serverCommand = (workspace: string) => openWorkspace(workspace).command;
 
 const BROKEN = ['crash-at-start', 'never-listens', 'pay-hangs'] as const;
 
@@ -37,7 +41,7 @@ before(async () => {
   const noServer = path.join(root.dir, 'no-server');
   fs.mkdirSync(noServer);
   for (const [file, text] of Object.entries(referenceFiles())) fs.writeFileSync(path.join(noServer, file), text);
-  oneByOne = await gradeCohort({ dirs: solutions.map((s) => path.join(root.dir, s)), steps: STEPS, config: defaultGradingConfig(), jobs: 1 });
+  oneByOne = await gradeCohort({ dirs: solutions.map((s) => path.join(root.dir, s)), steps: STEPS, serverCommand, config: defaultGradingConfig(), jobs: 1 });
 });
 
 after(() => {
@@ -128,8 +132,8 @@ test('--timeout cuts off a workspace that takes too long: an error row, its serv
 });
 
 test('points from --config weigh every student alike; a bad --jobs is a usage error', async () => {
-  const config = parseGradingConfig({ points: { '02': 4 } }, 't');
-  const book = await gradeCohort({ dirs: [path.join(root.dir, 'no-server')], steps: STEPS, config });
+  const config = parseGradingConfig({ points: { '02': 4 } }, 't', STEPS);
+  const book = await gradeCohort({ dirs: [path.join(root.dir, 'no-server')], steps: STEPS, serverCommand, config });
   assert.deepEqual([book.maxScore, book.rows[0].maxScore, book.rows[0].score], [11, 11, 0]);
   const usage = await runCli(['grade', 'x', '--jobs', '0']);
   assert.equal(usage.exitCode, 2);

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { FIXTURES_DIR } from '../fixtures/build.js';
 import { CheckFailed } from '../grader/failure.js';
 import { STEPS } from '../steps/index.js';
-import type { Step } from '../steps/types.js';
+import type { Step } from '../grader/track.js';
 
 const FILES_DIR = path.join(FIXTURES_DIR, 'files');
 

@@ -17,24 +17,24 @@ after(() => {
 });
 
 test('a grading config names steps by id or slug, with non-negative points', () => {
-  const config = parseGradingConfig({ server: ['python3', 'server.py'], points: { '2': 2, race: 3.5, '08': 0 }, required: ['replay', '05', '5'] }, 'idem-lab.json');
+  const config = parseGradingConfig({ server: ['python3', 'server.py'], points: { '2': 2, race: 3.5, '08': 0 }, required: ['replay', '05', '5'] }, 'idem-lab.json', STEPS);
   assert.deepEqual(config.points, { '02': 2, '05': 3.5, '08': 0 });
   assert.deepEqual(config.required, ['02', '05']);
-  assert.deepEqual(parseGradingConfig({}, 'x.json').points, {});
-  assert.equal(parseGradingConfig({}, 'x.json').required, undefined);
+  assert.deepEqual(parseGradingConfig({}, 'x.json', STEPS).points, {});
+  assert.equal(parseGradingConfig({}, 'x.json', STEPS).required, undefined);
 });
 
 test('a wrong grading config is a setup error naming the file and the entry', () => {
-  assert.throws(() => parseGradingConfig({ points: { '09': 1 } }, 'g.json'), (err: Error) => err instanceof SetupError && /g\.json.*unknown step "09"/.test(err.message));
-  assert.throws(() => parseGradingConfig({ points: { '02': -1 } }, 'g.json'), /points of step "02" must be a number of 0 or more/);
-  assert.throws(() => parseGradingConfig({ points: { '02': '2' } }, 'g.json'), /must be a number/);
-  assert.throws(() => parseGradingConfig({ points: [1, 2] }, 'g.json'), /"points" must be an object/);
-  assert.throws(() => parseGradingConfig({ required: '02' }, 'g.json'), /"required" must be a list/);
-  assert.throws(() => parseGradingConfig([], 'g.json'), /must hold a JSON object/);
+  assert.throws(() => parseGradingConfig({ points: { '09': 1 } }, 'g.json', STEPS), (err: Error) => err instanceof SetupError && /g\.json.*unknown step "09"/.test(err.message));
+  assert.throws(() => parseGradingConfig({ points: { '02': -1 } }, 'g.json', STEPS), /points of step "02" must be a number of 0 or more/);
+  assert.throws(() => parseGradingConfig({ points: { '02': '2' } }, 'g.json', STEPS), /must be a number/);
+  assert.throws(() => parseGradingConfig({ points: [1, 2] }, 'g.json', STEPS), /"points" must be an object/);
+  assert.throws(() => parseGradingConfig({ required: '02' }, 'g.json', STEPS), /"required" must be a list/);
+  assert.throws(() => parseGradingConfig([], 'g.json', STEPS), /must hold a JSON object/);
 });
 
 test('scores sum the points of passed steps; the status is fail when any step fails', () => {
-  const config = parseGradingConfig({ points: { '02': 2, '03': 3 }, required: ['02'] }, 'c');
+  const config = parseGradingConfig({ points: { '02': 2, '03': 3 }, required: ['02'] }, 'c', STEPS);
   const report = scoreResults([verdict('01', 'pass'), verdict('02', 'pass'), verdict('03', 'fail')], config);
   assert.equal(report.status, 'fail');
   assert.equal(report.score, 3);
@@ -62,7 +62,7 @@ test('the run is an error when a step could not be graded or the server never st
   assert.match(hung.message ?? '', /^The server answered no request in time \(it hangs\), so its steps could not be checked\. POST \/pay got no answer/);
   const slow = scoreResults([verdict('02', 'pass', 'ok', { exchanges: [answered] }), verdict('05', 'fail', 'x', { exchanges: [noAnswer] })], defaultGradingConfig());
   assert.equal(slow.status, 'fail', 'a server that answered something is graded, not an error');
-  const setup = setupErrorReport('no server.py', defaultGradingConfig());
+  const setup = setupErrorReport('no server.py', defaultGradingConfig(), STEPS);
   assert.equal(setup.status, 'error');
   assert.equal(setup.steps.length, STEPS.length);
   assert.ok(setup.steps.every((s) => s.result.status === 'error' && s.result.message === 'no server.py'));

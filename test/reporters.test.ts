@@ -55,7 +55,7 @@ after(() => {
 
 /** The reports every reporter is checked on: real verdicts under two configs, a step in error, a setup error. */
 function reports(): Array<[string, GradeReport]> {
-  const weighted = parseGradingConfig({ points: { '02': 2, '05': 3, '08': 0.5 }, required: ['01', '02'] }, 'test');
+  const weighted = parseGradingConfig({ points: { '02': 2, '05': 3, '08': 0.5 }, required: ['01', '02'] }, 'test', STEPS);
   return [
     ['starter', scoreResults(starter, defaultGradingConfig())],
     ['starter, weighted', scoreResults(starter, weighted)],
@@ -359,7 +359,7 @@ test('github: the Classroom result decodes to the autograding reporter format', 
     [starterReport, 'fail'],
     [weighted, 'fail'],
     [forgedReport, 'error'],
-    [scoreResults(starter, parseGradingConfig({ required: ['01', '07'] }, 't')), 'pass'],
+    [scoreResults(starter, parseGradingConfig({ required: ['01', '07'] }, 't', STEPS)), 'pass'],
   ] as const) {
     const { output } = formatGithub(report);
     const match = /^result=([A-Za-z0-9+/=]+)\n$/.exec(output);

@@ -1,4 +1,11 @@
-import type { LiveContext } from '../grader/context.js';
+/**
+ * What the engine grades: a track's steps, passed in by the command line (the engine
+ * never imports a lab's steps). A step is data plus its checks; a track is its steps in
+ * order. Engine code: no lab specifics.
+ */
+import type { LiveContext } from './context.js';
+import { SetupError } from './failure.js';
+import { t } from '../i18n/index.js';
 
 /** Where a check may leave advice that does not fail the step. */
 export interface Notes {
@@ -19,9 +26,9 @@ export interface FileCheck {
 }
 
 /**
- * One step of the lab: data plus its checks. The engine runs the file check first,
- * then the live check; either may be absent. Texts for learners live in the lab sheet
- * (lab/LAB.en.md), in the section headed by the step id.
+ * One step of a track: data plus its checks. The engine runs the live check first,
+ * then the file check; either may be absent. Texts for learners live in the track's sheet
+ * (the basic track's: lab/LAB.en.md), in the section headed by the step id.
  */
 export interface Step {
   /** Two digits, '01' to '08'. */
@@ -46,4 +53,31 @@ export interface Step {
   cost?: number;
   /** Hints from a nudge to the concrete technique, never the solution's code. */
   hints: string[];
+}
+
+/** A lab's track: its steps, in order (the basic track: steps/index.ts). */
+export interface Track {
+  /** One word, e.g. `basic`. */
+  id: string;
+  /** Its steps, in id order. */
+  steps: readonly Step[];
+}
+
+/**
+ * Finds steps of `steps` by id ('3', '03') or slug ('nokey'); all of them for an empty list.
+ * @returns the steps chosen, each once, in id order
+ * @throws SetupError (a usage error: exit 2) naming the unknown selector and listing the known ones
+ */
+export function selectSteps(steps: readonly Step[], selectors: string[]): Step[] {
+  if (selectors.length === 0) return [...steps];
+  const chosen: Step[] = [];
+  for (const selector of selectors) {
+    const wanted = selector.trim().toLowerCase();
+    const step = steps.find((s) => s.slug === wanted || s.id === wanted.padStart(2, '0'));
+    if (!step) {
+      throw new SetupError(t('cli.unknownStep', { step: selector, list: steps.map((s) => `${s.id} (${s.slug})`).join(', ') }));
+    }
+    if (!chosen.includes(step)) chosen.push(step);
+  }
+  return chosen.sort((a, b) => a.id.localeCompare(b.id));
 }

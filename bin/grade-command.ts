@@ -17,14 +17,15 @@ import {
   tableOf,
   DEFAULT_WORKSPACE_TIMEOUT_MS,
   type GradebookRow,
-} from './cohort.js';
+} from '../grader/cohort.js';
 import { t } from '../i18n/index.js';
-import { SetupError } from './failure.js';
-import { defaultGradingConfig, formatPoints, readGradingConfig } from './grading.js';
-import { limits } from './limits.js';
-import { installExitHooks } from './cleanup.js';
+import { SetupError } from '../grader/failure.js';
+import { defaultGradingConfig, formatPoints, readGradingConfig } from '../grader/grading.js';
+import { limits } from '../grader/limits.js';
+import { installExitHooks } from '../grader/cleanup.js';
 import { sandboxFor } from './check-command.js';
 import { STEPS } from '../steps/index.js';
+import { openWorkspace } from '../lab/workspace.js';
 
 /** Options of `idem-lab grade`. */
 export interface GradeCommandOptions {
@@ -108,7 +109,7 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   if (dirs.length === 0) throw new SetupError(t('grade.noDirs'));
   const jobs = wholeNumber(options.jobs, '--jobs', 1);
   const timeoutMs = Math.round(wholeNumber(options.timeout, '--timeout', DEFAULT_WORKSPACE_TIMEOUT_MS / 1000, 0.001) * 1000);
-  const config = options.config ? readGradingConfig(options.config) : defaultGradingConfig();
+  const config = options.config ? readGradingConfig(options.config, STEPS) : defaultGradingConfig();
   const shard = options.shard === undefined ? undefined : parseShard(options.shard);
   const slice = shard ? shardOf(dirs, shard) : { dirs, names: undefined };
   try {
@@ -125,6 +126,7 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
     dirs: slice.dirs,
     names: slice.names,
     steps: STEPS,
+    serverCommand: (workspace) => openWorkspace(workspace).command,
     config,
     jobs,
     timeoutMs,

@@ -1,33 +1,25 @@
 import fs from 'node:fs';
 import { t } from '../i18n/index.js';
 import path from 'node:path';
-import { SetupError } from './failure.js';
-import { grade, makeGraderTempDir } from './engine.js';
-import { parseSeed, type Seed } from './seed.js';
-import { limits } from './limits.js';
-import { installExitHooks } from './cleanup.js';
-import { resolveInterpreter, type ServerCommand } from './server.js';
-import { chooseSandbox, NoSandbox, SANDBOX_MODES, type Sandbox, type SandboxMode } from './sandbox.js';
-import { colourFor, formatProgress, formatResult, formatSummary } from './reporters/human.js';
-import type { StepResult } from './types.js';
+import { SetupError } from '../grader/failure.js';
+import { grade, makeGraderTempDir } from '../grader/engine.js';
+import { parseSeed, type Seed } from '../grader/seed.js';
+import { limits } from '../grader/limits.js';
+import { installExitHooks } from '../grader/cleanup.js';
+import { commandExists, resolveInterpreter, type ServerCommand } from '../grader/server.js';
+import { chooseSandbox, NoSandbox, SANDBOX_MODES, type Sandbox, type SandboxMode } from '../grader/sandbox.js';
+import { colourFor, formatProgress, formatResult, formatSummary } from '../grader/reporters/human.js';
+import type { StepResult } from '../grader/types.js';
 import { STEPS, selectSteps } from '../steps/index.js';
-import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from './grading.js';
-import { chooseReporters, writeReports, type ReporterChoice } from './reporters/index.js';
-import type { GithubOptions } from './reporters/github.js';
+import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from '../grader/grading.js';
+import { chooseReporters, writeReports, type ReporterChoice } from '../grader/reporters/index.js';
+import type { GithubOptions } from '../grader/reporters/github.js';
 import { openWorkspace, readState, updateState } from '../lab/workspace.js';
 import { DEFAULT_PORT } from '../lab/runner.js';
 import { labSummary, workspaceDir, type WorkspaceOptions } from '../lab/commands.js';
 
 /** Exit codes of `idem-lab check`: every step passed, some failed, or grading could not run. */
 export const EXIT = { pass: 0, fail: 1, setup: 2 } as const;
-
-/**
- * Whether `file` can be run: a path that exists, or a name found on PATH.
- */
-export function commandExists(file: string): boolean {
-  if (file.includes('/')) return fs.existsSync(file);
-  return (process.env.PATH ?? '').split(path.delimiter).some((dir) => dir !== '' && fs.existsSync(path.join(dir, file)));
-}
 
 /** How many of the lab's steps pass, by the verdicts saved in the workspace. */
 export function passedCount(workspace: string): number {
@@ -150,7 +142,7 @@ export function githubOptions(workspace: string, command: ServerCommand, env: No
 
 /** The grading config of a check: --config, else the workspace's idem-lab.json, else the defaults. */
 function configFor(options: CheckOptions, workspace: string): GradingConfig {
-  return options.config ? readGradingConfig(options.config) : workspaceGradingConfig(workspace);
+  return options.config ? readGradingConfig(options.config, STEPS) : workspaceGradingConfig(workspace, STEPS);
 }
 
 /**
