@@ -307,7 +307,7 @@ export class LiveContext {
     return this.servers.length;
   }
 
-  /** Adds advice that does not fail the step (the Notes interface of steps/types.ts). */
+  /** Adds advice that does not fail the step (the Notes interface of track.ts). */
   warn(message: string): void {
     this.warnings.push(message);
   }

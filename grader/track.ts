@@ -55,7 +55,7 @@ export interface Step {
   hints: string[];
 }
 
-/** A lab's track: its steps, in order (the basic track: steps/index.ts). */
+/** A lab's track: its steps, in order (the basic track: steps/basic/index.ts; every track: steps/index.ts). */
 export interface Track {
   /** One word, e.g. `basic`. */
   id: string;

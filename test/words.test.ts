@@ -1,15 +1,15 @@
 /**
- * The word tables of steps 07 and 08 (steps/words): every phrase of every language builds
- * an expression, the notation means what steps/words/index.ts says, and the examples of
+ * The word tables of steps 07 and 08 (steps/basic/words): every phrase of every language builds
+ * an expression, the notation means what steps/basic/words/index.ts says, and the examples of
  * issue 7 ("the file checks read learners right") are read as written, verdict by verdict.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { read, type Outcome } from '../steps/07-retry.js';
-import { phraseSource, WORDS, type Phrase, type Words } from '../steps/words/index.js';
-import { en } from '../steps/words/en.js';
-import { ko } from '../steps/words/ko.js';
-import { zh } from '../steps/words/zh.js';
+import { read, type Outcome } from '../steps/basic/07-retry.js';
+import { phraseSource, WORDS, type Phrase, type Words } from '../steps/basic/words/index.js';
+import { en } from '../steps/basic/words/en.js';
+import { ko } from '../steps/basic/words/ko.js';
+import { zh } from '../steps/basic/words/zh.js';
 
 /** Every phrase of a table, with the path of its group (`retry.again`). */
 function phrases(words: Words): { group: string; phrase: Phrase }[] {

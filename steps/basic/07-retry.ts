@@ -1,7 +1,7 @@
-import { CheckFailed, expect } from '../grader/failure.js';
-import { sentences, statements, wordCount, type Statement } from '../grader/markdown.js';
-import { t } from '../i18n/index.js';
-import type { Step } from '../grader/track.js';
+import { CheckFailed, expect } from '../../grader/failure.js';
+import { sentences, statements, wordCount, type Statement } from '../../grader/markdown.js';
+import { t } from '../../i18n/index.js';
+import type { Step } from '../../grader/track.js';
 import { anyOf, pattern, phraseSource, WORDS, type Phrase, type Words } from './words/index.js';
 
 /** A failure a client may meet. */

@@ -1,12 +1,12 @@
-import { CheckFailed, expect } from '../grader/failure.js';
-import { t } from '../i18n/index.js';
-import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../grader/paste.js';
-import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
-import { RACE_SIZE, raceRound } from '../grader/race.js';
-import { slowDatabaseTimeouts } from '../grader/http.js';
-import type { Step } from '../grader/track.js';
-import type { LiveContext } from '../grader/context.js';
-import type { ServerInstance } from '../grader/server.js';
+import { CheckFailed, expect } from '../../grader/failure.js';
+import { t } from '../../i18n/index.js';
+import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../../grader/paste.js';
+import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { RACE_SIZE, raceRound } from '../../grader/race.js';
+import { slowDatabaseTimeouts } from '../../grader/http.js';
+import type { Step } from '../../grader/track.js';
+import type { LiveContext } from '../../grader/context.js';
+import type { ServerInstance } from '../../grader/server.js';
 
 const RESTART = /restart|\bstop\b|\bkill\b|server\.py|재시작|다시 시작|重启|重新启动/i;
 

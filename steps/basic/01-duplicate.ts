@@ -1,7 +1,7 @@
-import { expect } from '../grader/failure.js';
-import { t } from '../i18n/index.js';
-import { describeResponse, parsePaste, paymentId } from '../grader/paste.js';
-import type { Step } from '../grader/track.js';
+import { expect } from '../../grader/failure.js';
+import { t } from '../../i18n/index.js';
+import { describeResponse, parsePaste, paymentId } from '../../grader/paste.js';
+import type { Step } from '../../grader/track.js';
 
 /**
  * Step 01: reproduce the duplicate charge. The file must show two successful responses

@@ -1,12 +1,12 @@
-import { expect } from '../grader/failure.js';
-import { describeResponse, parsePaste } from '../grader/paste.js';
-import { t } from '../i18n/index.js';
-import { CheckFailed } from '../grader/failure.js';
-import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
-import { rowsForKey } from '../grader/ledger.js';
-import { responseJson } from '../grader/http.js';
-import type { Step } from '../grader/track.js';
-import type { Exchange } from '../grader/types.js';
+import { expect } from '../../grader/failure.js';
+import { describeResponse, parsePaste } from '../../grader/paste.js';
+import { t } from '../../i18n/index.js';
+import { CheckFailed } from '../../grader/failure.js';
+import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { rowsForKey } from '../../grader/ledger.js';
+import { responseJson } from '../../grader/http.js';
+import type { Step } from '../../grader/track.js';
+import type { Exchange } from '../../grader/types.js';
 
 const why = () => t('step.04.why');
 

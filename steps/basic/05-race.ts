@@ -1,17 +1,17 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { expect } from '../grader/failure.js';
-import { commandKey, describeResponse, headerKey, parsePaste } from '../grader/paste.js';
-import { t } from '../i18n/index.js';
-import { CheckFailed } from '../grader/failure.js';
-import { RACE_SIZE, raceRound, where } from '../grader/race.js';
-import { checkTimeouts, slowDatabaseTimeouts } from '../grader/http.js';
-import { chargeMs } from '../grader/limits.js';
-import { expectStatus, paymentOf } from '../grader/expect-http.js';
-import type { LiveContext } from '../grader/context.js';
-import type { ServerInstance } from '../grader/server.js';
-import type { Exchange, LedgerRow } from '../grader/types.js';
-import type { TestData } from '../grader/seed.js';
-import type { Step } from '../grader/track.js';
+import { expect } from '../../grader/failure.js';
+import { commandKey, describeResponse, headerKey, parsePaste } from '../../grader/paste.js';
+import { t } from '../../i18n/index.js';
+import { CheckFailed } from '../../grader/failure.js';
+import { RACE_SIZE, raceRound, where } from '../../grader/race.js';
+import { checkTimeouts, slowDatabaseTimeouts } from '../../grader/http.js';
+import { chargeMs } from '../../grader/limits.js';
+import { expectStatus, paymentOf } from '../../grader/expect-http.js';
+import type { LiveContext } from '../../grader/context.js';
+import type { ServerInstance } from '../../grader/server.js';
+import type { Exchange, LedgerRow } from '../../grader/types.js';
+import type { TestData } from '../../grader/seed.js';
+import type { Step } from '../../grader/track.js';
 
 /** How many rounds of simultaneous requests the live check sends to one server. */
 export const RACE_ROUNDS = 3;

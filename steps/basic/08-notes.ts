@@ -1,7 +1,7 @@
-import { expect } from '../grader/failure.js';
-import { sentences, statements, wordCount } from '../grader/markdown.js';
-import { t } from '../i18n/index.js';
-import type { Step } from '../grader/track.js';
+import { expect } from '../../grader/failure.js';
+import { sentences, statements, wordCount } from '../../grader/markdown.js';
+import { t } from '../../i18n/index.js';
+import type { Step } from '../../grader/track.js';
 import { pattern, WORDS } from './words/index.js';
 
 /** A mention of the idempotency key: a line about "a different request" counts for the body idea only with one. */

@@ -1,8 +1,8 @@
-import { t } from '../i18n/index.js';
-import { expect } from '../grader/failure.js';
-import { describeResponse, parsePaste } from '../grader/paste.js';
-import { expectCharges, expectRows, expectStatus } from '../grader/expect-http.js';
-import type { Step } from '../grader/track.js';
+import { t } from '../../i18n/index.js';
+import { expect } from '../../grader/failure.js';
+import { describeResponse, parsePaste } from '../../grader/paste.js';
+import { expectCharges, expectRows, expectStatus } from '../../grader/expect-http.js';
+import type { Step } from '../../grader/track.js';
 
 const why = () => t('step.03.why');
 

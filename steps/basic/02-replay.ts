@@ -1,9 +1,9 @@
-import { CheckFailed } from '../grader/failure.js';
-import { expectReplay, expectRows, expectStatus, paymentOf } from '../grader/expect-http.js';
-import { t } from '../i18n/index.js';
-import type { LiveContext } from '../grader/context.js';
-import type { Exchange } from '../grader/types.js';
-import type { Step } from '../grader/track.js';
+import { CheckFailed } from '../../grader/failure.js';
+import { expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { t } from '../../i18n/index.js';
+import type { LiveContext } from '../../grader/context.js';
+import type { Exchange } from '../../grader/types.js';
+import type { Step } from '../../grader/track.js';
 
 /**
  * Keys that are different keys, each a payment of its own, in groups of keys that a
