@@ -16,7 +16,7 @@ import { chooseReporters, writeReports, type ReporterChoice } from '../grader/re
 import type { GithubOptions } from '../grader/reporters/github.js';
 import { openWorkspace, readState, updateState } from '../lab/workspace.js';
 import { DEFAULT_PORT } from '../lab/runner.js';
-import { labSummary, workspaceDir, type WorkspaceOptions } from '../lab/commands.js';
+import { labSummary, workspaceDir, type WorkspaceOptions } from './commands.js';
 
 /** Exit codes of `idem-lab check`: every step passed, some failed, or grading could not run. */
 export const EXIT = { pass: 0, fail: 1, setup: 2 } as const;

@@ -12,10 +12,10 @@ import { chooseLanguage, language, setLanguage, t } from '../i18n/index.js';
 
 // The commands load their modules when they run, so `--help` does not pay for undici,
 // better-sqlite3, execa and marked.
-const lab = () => import('../lab/commands.js');
+const lab = () => import('./commands.js');
 const grader = () => import('./check-command.js');
 const cohort = () => import('./grade-command.js');
-const ci = () => import('../lab/ci.js');
+const ci = () => import('./ci.js');
 
 function port(value: string): number {
   const n = Number(value);
@@ -237,13 +237,13 @@ program
   .description(t('help.watch'))
   .argument('[step]', t('help.watch.step'))
   .option('--dir <dir>', t('help.dir'))
-  .action((step, opts) => run(async () => (await import('../lab/watch.js')).watchCommand(step, opts))());
+  .action((step, opts) => run(async () => (await import('./watch.js')).watchCommand(step, opts))());
 
 program
   .command('menu')
   .description(t('help.menu'))
   .option('--dir <dir>', t('help.dir'))
-  .action((opts) => run(async () => (await import('../lab/menu.js')).menuCommand(opts))());
+  .action((opts) => run(async () => (await import('./menu.js')).menuCommand(opts))());
 
 // Every command takes --lang (read above); start documents its own.
 for (const command of program.commands) {
@@ -264,7 +264,7 @@ function withoutGlobalOptions(list: string[]): string[] {
 
 try {
   if (withoutGlobalOptions(args).length === 0) {
-    exitCode = await (await import('../lab/menu.js')).menuCommand({ dir: argValue(args, 'dir') });
+    exitCode = await (await import('./menu.js')).menuCommand({ dir: argValue(args, 'dir') });
   } else {
     await program.parseAsync(process.argv);
   }

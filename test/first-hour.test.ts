@@ -17,7 +17,7 @@ import { HANDLE_PAY_END, HANDLE_PAY_START, buildWorkspace } from '../fixtures/bu
 import { STEPS } from '../steps/index.js';
 import { collapseServerOutput, groupExchanges } from '../grader/reporters/human.js';
 import type { Exchange } from '../grader/types.js';
-import { answerFiles } from '../lab/commands.js';
+import { answerFiles } from '../bin/commands.js';
 import { fixtureWorkspace, runCli, serversUnder, stopRecorded, tempDir } from './support.js';
 
 /** The README's first command: the first line of its first sh block, without the comment. */

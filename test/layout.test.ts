@@ -1,7 +1,7 @@
 /**
  * The folders mean one thing each (issue 11, part 1): grader/ is the lab-agnostic engine
  * and never imports a lab's steps, its workspace code or the command line; a track is
- * passed in. Read off the TypeScript sources' import specifiers, static and dynamic.
+ * passed in. bin/ holds every command; lab/ (a workspace and the runner) is under it. Read off the TypeScript sources' import specifiers, static and dynamic.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -36,6 +36,11 @@ test('grader/ imports nothing of steps/, lab/ or bin/: the engine is given its t
 test('the scan sees an import into steps/ when there is one (it can fail)', () => {
   // bin/check-command.ts is the command line: it takes the basic track from steps/.
   assert.ok(importsOf('bin/check-command.ts').includes('steps/index.js'));
+});
+
+test('lab/ imports nothing of bin/: what a workspace gets and the runner, under the commands', () => {
+  const wrong = sources('lab').flatMap((file) => importsOf(file).filter((target) => /^bin\//.test(target)).map((target) => `${file} imports ${target}`));
+  assert.deepEqual(wrong, []);
 });
 
 test('steps/ imports nothing of lab/ or bin/: a track is data and checks on the engine', () => {

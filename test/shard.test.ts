@@ -17,7 +17,7 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import { buildWorkspace } from '../fixtures/build.js';
 import { mergeGradebooks, parseShard, shardOf, type GradebookJson } from '../grader/cohort.js';
 import { runningServerCount } from '../grader/server.js';
-import { COHORT_WORKFLOW_PATH, ROSTER_FILE } from '../lab/ci.js';
+import { COHORT_WORKFLOW_PATH, ROSTER_FILE } from '../bin/ci.js';
 import { PACKAGE_ROOT } from '../lab/paths.js';
 import { runCli, serversUnder, tempDir } from './support.js';
 import { npmStandIn, runJob, type Workflow } from './workflow-runner.js';

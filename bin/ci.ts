@@ -28,7 +28,7 @@ import { SetupError } from '../grader/failure.js';
 import { CONFIG_FILE, DEFAULT_POINTS } from '../grader/grading.js';
 import { t } from '../i18n/index.js';
 import { STEPS } from '../steps/index.js';
-import { PACKAGE_ROOT } from './paths.js';
+import { PACKAGE_ROOT } from '../lab/paths.js';
 
 /** Where the student workflow goes, relative to the repository root. */
 export const WORKFLOW_PATH = path.join('.github', 'workflows', 'idem-lab.yml');

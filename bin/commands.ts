@@ -12,11 +12,11 @@ import { colourFor, formatProgress } from '../grader/reporters/human.js';
 import { formatExchange, formatLedger, shellQuote } from '../grader/wire.js';
 import { STEPS, selectSteps } from '../steps/index.js';
 import type { Step } from '../grader/track.js';
-import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from './runner.js';
-import { readSheet, sheetSection } from './sheet.js';
+import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from '../lab/runner.js';
+import { readSheet, sheetSection } from '../lab/sheet.js';
 import fs from 'node:fs';
-import { LAB_DIR, PACKAGE_ROOT, workspaceDir } from './paths.js';
-import { backUp, backupFiles, layWorkspace, listBackups, openWorkspace, readState, sha256, updateState } from './workspace.js';
+import { LAB_DIR, PACKAGE_ROOT, workspaceDir } from '../lab/paths.js';
+import { backUp, backupFiles, layWorkspace, listBackups, openWorkspace, readState, sha256, updateState } from '../lab/workspace.js';
 
 const c = colourFor(process.stdout);
 

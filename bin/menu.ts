@@ -12,9 +12,9 @@ import { colourFor, formatProgress } from '../grader/reporters/human.js';
 import { STEPS } from '../steps/index.js';
 import type { Step } from '../grader/track.js';
 import { hintCommand, localTime, restartCommand, showCommand, startCommand, stepList, stopCommand, workspaceDir, type WorkspaceOptions } from './commands.js';
-import { ownServer } from './runner.js';
+import { ownServer } from '../lab/runner.js';
 import { nextStepToDo } from './watch.js';
-import { openWorkspace, readState } from './workspace.js';
+import { openWorkspace, readState } from '../lab/workspace.js';
 
 type Choice = { kind: 'step'; step: Step } | { kind: 'start' | 'stop' | 'restart' | 'quit' };
 type StepAction = 'read' | 'check' | 'hint' | 'back';
@@ -157,7 +157,7 @@ export async function menuCommand(options: WorkspaceOptions): Promise<number> {
     }
     if (action === 'read') await attempt(() => showCommand(step.id, dir));
     if (action === 'hint') await attempt(() => hintCommand(step.id, { ...dir, more: t('menu.hint.more', { hint: t('menu.hint') }) }));
-    if (action === 'check') await attempt(async () => (await import('../bin/check-command.js')).checkCommand([step.id], dir));
+    if (action === 'check') await attempt(async () => (await import('./check-command.js')).checkCommand([step.id], dir));
     if (action !== 'back') await pause(back);
   }
 }

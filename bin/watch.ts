@@ -12,12 +12,12 @@ import { grade } from '../grader/engine.js';
 import { killAllServersNow } from '../grader/server.js';
 import { runExitTasks } from '../grader/cleanup.js';
 import { colourFor, formatProgress, formatResult } from '../grader/reporters/human.js';
-import { passedCount, prepareCheck, saveVerdicts } from '../bin/check-command.js';
+import { passedCount, prepareCheck, saveVerdicts } from './check-command.js';
 import { STEPS, selectSteps } from '../steps/index.js';
-import { Coalescer } from './coalesce.js';
+import { Coalescer } from '../lab/coalesce.js';
 import { hintCommand, labSummary, nextStepToDo, restartCommand, type WorkspaceOptions } from './commands.js';
-import { DEFAULT_PORT, ownServer } from './runner.js';
-import { readState } from './workspace.js';
+import { DEFAULT_PORT, ownServer } from '../lab/runner.js';
+import { readState } from '../lab/workspace.js';
 
 /** Options of `idem-lab watch`. */
 export interface WatchOptions extends WorkspaceOptions {
