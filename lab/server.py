@@ -10,9 +10,10 @@ Environment:
   IDEM_CHARGE_MS  simulated payment-provider latency inside charge(), in ms (default 50)
   IDEM_PROVIDER_LOG  when set, a file to which charge() appends one JSON line per charge:
                   the payment provider's own statement, which the grader reads
-  IDEM_DB_MS      simulated database round trip, in ms (default 0): every statement this
-                  server runs outside a transaction (through db() or any connection of its
-                  own) answers this much later, as a database across a network would
+  IDEM_DB_MS      simulated database round trip, in ms (default 0): once the server serves,
+                  every statement it runs outside a transaction (through db() or any
+                  connection of its own) answers this much later, as a database across a
+                  network would (setting the database up at start-up is not slowed)
 
 Before handle_pay is called, every request is checked (so nothing that can fail after
 charge() goes unchecked before it): only POST /pay pays; the body is at most 16 KB (413
@@ -41,6 +42,7 @@ DB_PATH = os.environ.get("IDEM_DB", "lab.db")
 CHARGE_MS = int(os.environ.get("IDEM_CHARGE_MS", "50"))
 PROVIDER_LOG = os.environ.get("IDEM_PROVIDER_LOG")
 DB_MS = int(os.environ.get("IDEM_DB_MS", "0"))
+_serving = threading.Event()  # set once the server takes requests: IDEM_DB_MS applies from then on
 
 MAX_BODY_BYTES = 16 * 1024  # a larger body is answered 413 without being read
 MAX_AMOUNT = 10**12  # what the ledger's INTEGER and any provider take, with room to spare
@@ -78,7 +80,7 @@ class _RoundTripCursor(sqlite3.Cursor):
     _rows = None
 
     def _late(self):
-        if DB_MS > 0 and not self.connection.in_transaction:
+        if DB_MS > 0 and _serving.is_set() and not self.connection.in_transaction:
             self._rows = super().fetchall()
             time.sleep(DB_MS / 1000)
         return self
@@ -136,7 +138,7 @@ class _RoundTrip(sqlite3.Connection):
         return self.cursor().executescript(script)
 
     def _answered(self):
-        if DB_MS > 0:
+        if DB_MS > 0 and _serving.is_set():
             time.sleep(DB_MS / 1000)
 
     def commit(self):
@@ -398,6 +400,7 @@ def main():
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     print("payment server on http://127.0.0.1:%d (db %s, charge %d ms)" % (PORT, DB_PATH, CHARGE_MS), flush=True)
+    _serving.set()
     try:
         server.serve_forever()
     finally:

@@ -2,7 +2,7 @@ import { CheckFailed, expect } from '../../grader/failure.js';
 import { t } from '../../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../../grader/paste.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
-import { RACE_SIZE, raceRound } from '../../grader/race.js';
+import { LOCK_HOLD_MS, RACE_SIZE, raceRound } from '../../grader/race.js';
 import { slowDatabaseTimeouts } from '../../grader/http.js';
 import type { Step } from '../../grader/track.js';
 import type { LiveContext } from '../../grader/context.js';
@@ -53,8 +53,11 @@ async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
   // up. Two starts at once on a fresh file race at their set-up, and a correct server that
   // switches it to WAL when it starts then fails on "database is locked" (ok-wal-mode
   // exited once in 100 runs); B and C start on a database A has set up.
-  const d = await ctx.startServer({ database, dbMs: SPLIT_DB_MS, label: 'D', priority: 4 * SPLIT_DB_MS });
-  const e = await ctx.startServer({ database, dbMs: SPLIT_DB_MS, label: 'E', priority: 3 * SPLIT_DB_MS });
+  // Theirs is the check's longest chain (E's start, the held lock and about four slow
+  // statements once D is up): D goes first in the queue of starts, and E when it asks.
+  const rest = LOCK_HOLD_MS + 4 * SPLIT_DB_MS;
+  const d = await ctx.startServer({ database, dbMs: SPLIT_DB_MS, label: 'D', priority: SPLIT_DB_MS + rest });
+  const e = await ctx.startServer({ database, dbMs: SPLIT_DB_MS, label: 'E', priority: rest });
   const servers = [d, e];
   // A correct server behind a file lock answers the last of the ten after about 5 s.
   const timeouts = slowDatabaseTimeouts();
