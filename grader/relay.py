@@ -46,8 +46,7 @@ class Relay:
         self.poll = select.epoll()
         self.poll.register(listener.fileno(), READ)
         self.peer = {}
-        # The socket of each file descriptor in the epoll, and the events it waits for.
-        self.by_fd = {}
+        # Each file descriptor in the epoll: its socket and the events it waits for.
         self.watched = {}
 
     def run(self):
@@ -61,9 +60,9 @@ class Relay:
                 if fd == listening:
                     self.accept()
                     continue
-                sock = self.by_fd.get(fd)
-                if sock is None:
+                if fd not in self.watched:
                     continue
+                sock = self.watched[fd][0]
                 # A hang-up or an error is reported as readable and writable, as selectors does:
                 # the next recv or send tells which.
                 if events & ~READ:
@@ -141,30 +140,22 @@ class Relay:
         reading, writing = self.peer[sock]
         events = (READ if not reading.ended and len(reading.pending) < CHUNK else 0) | (WRITE if writing.pending else 0)
         fd = sock.fileno()
-        was = self.watched.get(fd)
+        was = self.watched[fd][1] if fd in self.watched else None
         if was == events:
             return
-        if was is not None and events:
-            self.poll.modify(fd, events)
-            self.watched[fd] = events
-        elif events:
-            self.poll.register(fd, events)
-            self.watched[fd] = events
-            self.by_fd[fd] = sock
+        if events:
+            (self.poll.modify if was is not None else self.poll.register)(fd, events)
+            self.watched[fd] = (sock, events)
         elif was is not None:
             self.poll.unregister(fd)
             del self.watched[fd]
-            del self.by_fd[fd]
 
     def close(self, pipe):
         for s in (pipe.source, pipe.sink):
             if s in self.peer:
                 del self.peer[s]
-                fd = s.fileno()
-                if fd in self.watched:
-                    self.poll.unregister(fd)
-                    del self.watched[fd]
-                    del self.by_fd[fd]
+                if self.watched.pop(s.fileno(), None) is not None:
+                    self.poll.unregister(s.fileno())
                 s.close()
 
 

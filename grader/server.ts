@@ -243,20 +243,31 @@ export class ServerInstance {
       left = processesOf(this.pid, this.port, this.dbPath).filter((p) => p.pgid !== this.pid || graceful);
     }
     // The leader may be gone while children it forked live on: the group gets SIGKILL either way.
+    this.killAll(left);
+    this.leftRunning = left.length;
+    this.escaped = left.some((p) => p.pgid !== this.pid);
+    await this.forget();
+  }
+
+  /** SIGKILL to the process group and to each of `others` (processes that left it). */
+  private killAll(others: FoundProcess[]): void {
     killGroup(this.pid, 'SIGKILL');
-    for (const p of left) {
+    for (const p of others) {
       try {
         process.kill(p.pid, 'SIGKILL');
       } catch {
         // gone meanwhile
       }
     }
-    this.leftRunning = left.length;
-    this.escaped = left.some((p) => p.pgid !== this.pid);
-    if (!(await this.exitedWithin(STOP_GRACE_MS))) {
-      // A process that escaped even that can hold the output pipe open for ever: stop reading it rather than hang.
-      this.streams.forEach((stream) => stream?.destroy());
-    }
+  }
+
+  /**
+   * Waits at most STOP_GRACE_MS for the killed process and its output to end, then lets
+   * go of it: a process that escaped even SIGKILL can hold the output pipe open for ever,
+   * so the output stops being read rather than hang.
+   */
+  private async forget(): Promise<void> {
+    if (!(await this.exitedWithin(STOP_GRACE_MS))) this.streams.forEach((stream) => stream?.destroy());
     running.delete(this);
     reservedPorts.delete(this.port);
   }
@@ -274,11 +285,8 @@ export class ServerInstance {
   }
 
   private async killOnce(): Promise<void> {
-    this.killNow();
-    running.add(this);
-    if (!(await this.exitedWithin(STOP_GRACE_MS))) this.streams.forEach((stream) => stream?.destroy());
-    running.delete(this);
-    reservedPorts.delete(this.port);
+    this.killAll(processesOf(this.pid, this.port, this.dbPath));
+    await this.forget();
   }
 
   /** Whether the process (and its output) ended within `ms` ms. */
@@ -288,14 +296,7 @@ export class ServerInstance {
 
   /** Stops the group at once, synchronously: for process exit. */
   killNow(): void {
-    killGroup(this.pid, 'SIGKILL');
-    for (const p of processesOf(this.pid, this.port, this.dbPath)) {
-      try {
-        process.kill(p.pid, 'SIGKILL');
-      } catch {
-        // gone meanwhile
-      }
-    }
+    this.killAll(processesOf(this.pid, this.port, this.dbPath));
     running.delete(this);
   }
 }

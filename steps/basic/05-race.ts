@@ -362,8 +362,9 @@ export const step: Step = {
         () => undefined,
         (err: unknown) => err,
       );
-    // All three at once; the start queue serves the slow provider's first, then the slow
-    // database's: the longer the round that waits for a server, the sooner it starts.
+    // All three at once: the queue of starts orders them with every other step's by the
+    // work that waits for each once it is up (the slow round's 1.2 s, the rounds' 0.8 s,
+    // the slow database's three statements).
     const slow = ctx.startServer({ chargeMs: slowChargeMs(), ownDatabase: true, priority: slowChargeMs() });
     const slowDone = settled(slow.then((server) => slowRound(ctx, server)));
     // Its rounds take about 0.8 s.

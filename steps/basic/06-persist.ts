@@ -156,9 +156,10 @@ export const step: Step = {
   async live(ctx) {
     // A's part takes about a second once it is up: a payment, the restart, the other instance, a race.
     const a = ctx.startServer({ priority: 1000 });
-    // Beside everything below (the start queue serves D and E before A): a split race on
-    // instances D and E of a database of their own (the restart leaves the pods of another
-    // database running). When A could not start either, A's failure is said first.
+    // Beside everything below (D is served before A in the queue of starts, E once D is
+    // up): a split race on instances D and E of a database of their own (the restart leaves
+    // the pods of another database running). When A could not start either, A's failure is
+    // said first.
     const slowSplit = part(t('step.06.part.slowSplit', { ms: SPLIT_DB_MS }), () => slowDatabaseSplit(ctx)).then(
       () => undefined,
       (err: unknown) => ({ err }),
