@@ -4,7 +4,6 @@
  * line on a terminal (a line per workspace otherwise) on stderr and the gradebook table
  * on stdout; writes the CSV and JSON gradebooks when asked.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import {
   formatGradebook,
@@ -24,6 +23,7 @@ import { defaultGradingConfig, formatPoints, readGradingConfig } from '../grader
 import { limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { sandboxFor } from './check-command.js';
+import { writeFile } from '../grader/reporters/index.js';
 import { STEPS } from '../steps/index.js';
 import { openWorkspace } from '../lab/workspace.js';
 
@@ -57,14 +57,6 @@ function wholeNumber(value: string | undefined, name: string, fallback: number, 
   return n;
 }
 
-function write(file: string, text: string): void {
-  try {
-    fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-    fs.writeFileSync(file, text);
-  } catch (err) {
-    throw new SetupError(t('reporter.cannotWrite', { file, error: (err as NodeJS.ErrnoException).code ?? (err as Error).message }));
-  }
-}
 
 /**
  * Progress of a cohort on `stream` (stderr): one line rewritten in place on a terminal, cut
@@ -137,8 +129,8 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   });
   shown.end();
   console.log(formatGradebook(book, process.stdout.columns || 120));
-  if (options.csv) write(options.csv, gradebookCsv(book));
-  if (options.json) write(options.json, JSON.stringify(gradebookJson(book), null, 2) + '\n');
+  if (options.csv) writeFile(options.csv, gradebookCsv(book));
+  if (options.json) writeFile(options.json, JSON.stringify(gradebookJson(book), null, 2) + '\n');
   return book.rows.some((r) => r.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;
 }
 
@@ -163,7 +155,7 @@ export function mergeCommand(files: string[], options: MergeCommandOptions): num
   const merged = readAndMergeGradebooks(files);
   console.log(formatGradebook(tableOf(merged), process.stdout.columns || 120));
   console.error(t('gradebook.merge.done', { files: files.length, count: merged.students.length }));
-  if (options.json) write(options.json, JSON.stringify(merged, null, 2) + '\n');
-  if (options.csv) write(options.csv, gradebookCsv(merged));
+  if (options.json) writeFile(options.json, JSON.stringify(merged, null, 2) + '\n');
+  if (options.csv) writeFile(options.csv, gradebookCsv(merged));
   return merged.students.some((s) => s.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;
 }

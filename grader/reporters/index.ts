@@ -100,7 +100,11 @@ export function githubFilesFromEnv(env: NodeJS.ProcessEnv = process.env): Github
   return files;
 }
 
-function writeFile(file: string, text: string): void {
+/**
+ * Writes `text` to `file` (UTF-8), making its folder first.
+ * @throws SetupError naming the file and why it could not be written (reporter.cannotWrite)
+ */
+export function writeFile(file: string, text: string): void {
   try {
     fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
     fs.writeFileSync(file, text);
