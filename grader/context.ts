@@ -44,6 +44,8 @@ export interface InstanceOptions {
   database?: CheckDatabase;
   /** Its place in the queue of starts: how long, in ms, what waits for it takes once it is up (see StartOptions.priority). Default 0. */
   priority?: number;
+  /** Variables of the track's own contract for this instance, e.g. `{ IDEM_TTL_S: '1' }` (see StartOptions.env). Default none. */
+  env?: Readonly<Record<string, string>>;
 }
 
 /** One database of a check: its sqlite file (IDEM_DB) and its provider's statement (IDEM_PROVIDER_LOG), absolute paths. */
@@ -236,6 +238,7 @@ export class LiveContext {
       chargeMs: options.chargeMs,
       dbMs: options.dbMs,
       priority: options.priority,
+      env: options.env,
     }).catch((err: unknown) => {
       pod.failed = true;
       throw err;
@@ -348,6 +351,17 @@ export class LiveContext {
   /** Sends one POST /pay and records the exchange; never throws (see Exchange.error). */
   async pay(server: ServerInstance, req: PayRequest): Promise<Exchange> {
     const exchange = await send(server, 'POST', '/pay', req);
+    this.exchanges.push(exchange);
+    return exchange;
+  }
+
+  /**
+   * Sends one request of any kind (e.g. `GET /payments/7`, `POST /payments/7/refund`) and
+   * records the exchange; never throws (see Exchange.error). `req.body` is sent as JSON when
+   * given; a GET is sent without a body.
+   */
+  async request(server: ServerInstance, method: 'GET' | 'POST', urlPath: string, req?: PayRequest): Promise<Exchange> {
+    const exchange = await send(server, method, urlPath, req);
     this.exchanges.push(exchange);
     return exchange;
   }

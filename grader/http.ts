@@ -173,6 +173,8 @@ async function sendOn(
     // Idempotent-Replayed is Stripe's name for the same header.
     const replayed = res.headers['idempotency-replayed'] ?? res.headers['idempotent-replayed'];
     if (replayed !== undefined) exchange.replayed = Array.isArray(replayed) ? replayed.join(', ') : replayed;
+    const location = res.headers.location;
+    if (location !== undefined) exchange.location = Array.isArray(location) ? location.join(', ') : location;
     const { text, truncated } = await readBounded(res.body, MAX_BODY_BYTES);
     exchange.responseBody = text;
     if (truncated) exchange.truncated = true;

@@ -72,6 +72,12 @@ export interface StartOptions {
   /** How long to wait for GET /health to answer 200, in ms (default: limits().startMs). */
   readyTimeoutMs?: number;
   /**
+   * Variables of the track's own contract beyond the basic ones (e.g. the advanced track's
+   * IDEM_TTL_S), as name to value. They cannot replace a basic contract variable (PORT,
+   * IDEM_DB, IDEM_CHARGE_MS, IDEM_DB_MS, IDEM_PROVIDER_LOG) or PATH and HOME.
+   */
+  env?: Readonly<Record<string, string>>;
+  /**
    * Its place in the queue of starts (see startSlot): how long, in ms, the part of the
    * check that waits for this server takes once it is up (default 0). Starts waiting for
    * a slot are served longest first, so a server whose round is slow is not held up by
@@ -506,13 +512,15 @@ function passedThrough(env: NodeJS.ProcessEnv): Record<string, string> {
 /**
  * The whole environment of a server instance (nothing else of the grader's is passed on:
  * no tokens, no GITHUB_*, no cloud credentials): PATH, HOME (an empty folder beside
- * IDEM_DB), LANG, LC_*, TZ, USER, LOGNAME, SHELL and TERM, and the contract's variables.
+ * IDEM_DB), LANG, LC_*, TZ, USER, LOGNAME, SHELL and TERM, the track's own variables
+ * (StartOptions.env), and the contract's variables.
  */
 export function serverEnv(options: StartOptions, port: number, home: string): Record<string, string> {
   return {
+    ...passedThrough(process.env),
+    ...options.env,
     PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     HOME: home,
-    ...passedThrough(process.env),
     ...contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
   };
 }

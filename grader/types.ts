@@ -31,6 +31,8 @@ export interface Exchange {
   status?: number;
   /** The Idempotency-Replayed response header, when the server sent one. */
   replayed?: string;
+  /** The Location response header (RFC 9110 §10.2.2: the resource a 201 created), when the server sent one. */
+  location?: string;
   /** The response body as text (at most its first 64 KB, see `truncated`). */
   responseBody?: string;
   /** True when the body was longer than the grader reads (64 KB, http.ts MAX_BODY_BYTES): the exchange was ended there. */

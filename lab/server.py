@@ -15,6 +15,14 @@ Environment:
                   connection of its own) answers this much later, as a database across a
                   network would (setting the database up at start-up is not slowed)
 
+The advanced track (ADVANCED.md) adds these; the basic track never sets them:
+  IDEM_TTL_S      how long an idempotency record is kept, in s (default 86400): TTL_S
+  IDEM_LOCK_S     after how long an in-flight claim counts as abandoned, in s (default 30): LOCK_S
+  IDEM_KEYLESS_WINDOW_S  when set, the window in s within which a request without a key is
+                  deduplicated by its body (KEYLESS_WINDOW_S, None when unset)
+  IDEM_PROVIDER_REPLY_MS  how long the provider's answer takes to come back once the money
+                  has moved, in ms (default 0): the window in which a crash loses the answer
+
 Before handle_pay is called, every request is checked (so nothing that can fail after
 charge() goes unchecked before it): only POST /pay pays; the body is at most 16 KB (413
 beyond, not read); it arrives within 5 s of the headers (408 otherwise); it is JSON
@@ -22,9 +30,11 @@ beyond, not read); it arrives within 5 s of the headers (408 otherwise); it is J
 (400 otherwise). Every error is answered as {"error": "..."}.
 """
 
+import fcntl
 import hashlib
 import json
 import os
+import re
 import resource
 import socket
 import signal
@@ -34,7 +44,7 @@ import sys
 import threading
 import time
 import traceback
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT = int(os.environ.get("PORT", "8000"))
@@ -42,6 +52,10 @@ DB_PATH = os.environ.get("IDEM_DB", "lab.db")
 CHARGE_MS = int(os.environ.get("IDEM_CHARGE_MS", "50"))
 PROVIDER_LOG = os.environ.get("IDEM_PROVIDER_LOG")
 DB_MS = int(os.environ.get("IDEM_DB_MS", "0"))
+TTL_S = float(os.environ.get("IDEM_TTL_S", "86400"))
+LOCK_S = float(os.environ.get("IDEM_LOCK_S", "30"))
+KEYLESS_WINDOW_S = float(os.environ["IDEM_KEYLESS_WINDOW_S"]) if os.environ.get("IDEM_KEYLESS_WINDOW_S") else None
+PROVIDER_REPLY_MS = int(os.environ.get("IDEM_PROVIDER_REPLY_MS", "0"))
 _serving = threading.Event()  # set once the server takes requests: IDEM_DB_MS applies from then on
 
 MAX_BODY_BYTES = 16 * 1024  # a larger body is answered 413 without being read
@@ -64,6 +78,10 @@ CREATE TABLE IF NOT EXISTS idem (
     status       INTEGER,
     response     TEXT,
     created_at   TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS refunds (
+    payment_id  INTEGER PRIMARY KEY,
+    refunded_at TEXT NOT NULL
 );
 """
 
@@ -198,14 +216,38 @@ def fingerprint(payload):
 _provider_lock = threading.Lock()
 
 
-def charge(user, amount):
+def charge(user, amount, key=None):
     """Ask the payment provider to move the money. Takes IDEM_CHARGE_MS; this is the slow,
-    irreversible part that must happen once per payment."""
+    irreversible part that must happen once per payment.
+
+    key: the provider's own idempotency key, as Stripe's API takes one (None: none). A
+    charge() with a key the provider's statement already holds moves no money and returns
+    that first charge. Returns the charge: {"user", "amount", "at", "pid"} (and "key").
+    Raises ValueError when the key was used for another user or amount.
+    """
     time.sleep(CHARGE_MS / 1000)
-    if PROVIDER_LOG:
-        line = json.dumps({"user": user, "amount": amount, "at": now_iso(), "pid": os.getpid()})
-        with _provider_lock, open(PROVIDER_LOG, "a", encoding="utf-8") as statement:
-            statement.write(line + "\n")
+    done = {"user": user, "amount": amount, "at": now_iso(), "pid": os.getpid()}
+    if key is not None:
+        done["key"] = key
+    if not PROVIDER_LOG:
+        return done
+    with _provider_lock, open(PROVIDER_LOG, "a+", encoding="utf-8") as statement:
+        fcntl.flock(statement, fcntl.LOCK_EX)  # one provider, whichever process calls it
+        if key is not None:
+            statement.seek(0)
+            for line in statement:
+                try:
+                    earlier = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(earlier, dict) and earlier.get("key") == key:
+                    if earlier.get("user") != user or earlier.get("amount") != amount:
+                        raise ValueError("the provider refused: this key was used for another charge")
+                    return earlier
+        statement.write(json.dumps(done) + "\n")
+        statement.flush()
+    time.sleep(PROVIDER_REPLY_MS / 1000)
+    return done
 
 
 def record_payment(key, user, amount):
@@ -217,6 +259,37 @@ def record_payment(key, user, amount):
         (key, user, amount, charged_at),
     )
     return {"payment_id": cur.lastrowid, "user": user, "amount": amount, "charged_at": charged_at}
+
+
+def payment_link(payment_id):
+    """Where a payment's current state is served: GET /payments/{id} (advanced track)."""
+    return "/payments/%d" % payment_id
+
+
+def payment_state(payment_id):
+    """(200, the payment as it is now, {}) or a 404 error: {"payment_id", "user", "amount",
+    "charged_at", "status": "charged" or "refunded", and "refunded_at" once refunded}."""
+    row = db().execute(
+        "SELECT l.payment_id, l.user, l.amount, l.created_at, r.refunded_at FROM ledger l"
+        " LEFT JOIN refunds r ON r.payment_id = l.payment_id WHERE l.payment_id = ?",
+        (payment_id,),
+    ).fetchone()
+    if row is None:
+        return error(404, "no payment %d" % payment_id)
+    state = {"payment_id": row["payment_id"], "user": row["user"], "amount": row["amount"], "charged_at": row["created_at"]}
+    state["status"] = "refunded" if row["refunded_at"] else "charged"
+    if row["refunded_at"]:
+        state["refunded_at"] = row["refunded_at"]
+    return 200, state, {}
+
+
+def refund(payment_id):
+    """POST /payments/{id}/refund: marks the payment refunded (once: a second refund changes
+    nothing) and answers its state as payment_state does. The ledger row is never changed."""
+    if payment_state(payment_id)[0] != 200:
+        return error(404, "no payment %d" % payment_id)
+    db().execute("INSERT OR IGNORE INTO refunds (payment_id, refunded_at) VALUES (?, ?)", (payment_id, now_iso()))
+    return payment_state(payment_id)
 
 
 def error(status, message):
@@ -270,6 +343,10 @@ def payment_problem(raw):
 def parse_payment(raw):
     """The body as {"user", "amount"}, or None when it is not that shape (see payment_problem)."""
     return payment_problem(raw)[0]
+
+
+PAYMENT_PATH = re.compile(r"/payments/([1-9][0-9]{0,17})")  # GET: a payment's current state
+REFUND_PATH = re.compile(r"/payments/([1-9][0-9]{0,17})/refund")  # POST: refund it
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -340,6 +417,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.path == "/health":
             self.send_json(200, {"ok": True})
+        elif PAYMENT_PATH.fullmatch(self.path):
+            self.send_json(*payment_state(int(PAYMENT_PATH.fullmatch(self.path).group(1))))
         elif self.path == "/ledger":
             rows = db().execute(
                 "SELECT payment_id, idempotency_key, user, amount, created_at FROM ledger ORDER BY payment_id"
@@ -351,6 +430,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         raw = self.read_body()
         if raw is None:
+            return
+        if REFUND_PATH.fullmatch(self.path):
+            self.send_json(*refund(int(REFUND_PATH.fullmatch(self.path).group(1))))
             return
         if self.path != "/pay":
             self.send_json(404, {"error": "no such path"})
@@ -370,7 +452,7 @@ class Handler(BaseHTTPRequestHandler):
     def not_allowed(self):
         if self.read_body() is None:
             return
-        self.send_json(405, {"error": "only GET /health, GET /ledger and POST /pay are served"})
+        self.send_json(405, {"error": "only GET /health, GET /ledger, GET /payments/{id}, POST /pay and POST /payments/{id}/refund are served"})
 
     do_PUT = do_PATCH = do_DELETE = do_OPTIONS = not_allowed
 
