@@ -4,7 +4,10 @@
  * (shared verdicts), `report.*` (how a verdict is printed), `cli.*`, `menu.*`, `watch.*`.
  * `{name}` is a placeholder; every catalog uses the same ones per key (a test checks).
  */
+import { en as advanced } from './advanced/index.js';
+
 export const en = {
+  ...advanced,
   // Steps: titles and hints, from a nudge to the concrete technique, never the solution's code.
   'step.01.title': 'Reproduce the duplicate charge',
   'step.01.hint.1': 'Start the server, then run ./probe.sh k1 twice and ./ledger.sh; paste all of it into the file.',

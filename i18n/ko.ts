@@ -4,7 +4,10 @@
  */
 import type { MessageKey } from './en.js';
 
+import { ko as advanced } from './advanced/index.js';
+
 export const ko: Record<MessageKey, string> = {
+  ...advanced,
   'step.01.title': '중복 결제 재현하기',
   'step.01.hint.1': '서버를 띄운 뒤 ./probe.sh k1 을 두 번, 이어서 ./ledger.sh 를 실행하고 출력 전체를 파일에 붙여 넣으세요.',
   'step.01.hint.2': 'probe는 상태 줄과 payment_id가 담긴 본문을, ledger는 결제 한 건마다 한 줄을 찍습니다.',

@@ -4,7 +4,10 @@
  */
 import type { MessageKey } from './en.js';
 
+import { zh as advanced } from './advanced/index.js';
+
 export const zh: Record<MessageKey, string> = {
+  ...advanced,
   'step.01.title': '复现重复扣款',
   'step.01.hint.1': '先启动服务器，然后执行两次 ./probe.sh k1，再执行 ./ledger.sh，把全部输出贴进文件。',
   'step.01.hint.2': '每次 probe 都会打印状态行和带 payment_id 的响应体；账本每扣一次款就多一行。',

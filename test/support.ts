@@ -33,7 +33,7 @@ export function tempDir(prefix = 'idem-lab-test-'): { dir: string; remove: () =>
 
 /** A temporary workspace holding `solution`'s server.py and the given (default: reference) learner files. */
 export function fixtureWorkspace(solution: string, files?: Record<string, string>): { dir: string; remove: () => void } {
-  const tmp = tempDir(`idem-lab-${solution}-`);
+  const tmp = tempDir(`idem-lab-${solution.replace(/\//g, '-')}-`);
   buildWorkspace(tmp.dir, solution, files);
   return tmp;
 }

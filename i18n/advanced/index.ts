@@ -1,0 +1,12 @@
+/**
+ * The advanced track's messages (steps 09 on), a module per step, merged into the
+ * catalogs by i18n/en.ts, ko.ts and zh.ts.
+ */
+import * as replayed from './09-replayed.js';
+
+/** English, the source. */
+export const en = { ...replayed.en } as const;
+/** Korean. */
+export const ko: Record<keyof typeof en, string> = { ...replayed.ko };
+/** Chinese. */
+export const zh: Record<keyof typeof en, string> = { ...replayed.zh };

@@ -1,0 +1,82 @@
+import { CheckFailed } from '../../grader/failure.js';
+import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { raceRound } from '../../grader/race.js';
+import { t } from '../../i18n/index.js';
+import type { LiveContext } from '../../grader/context.js';
+import type { Exchange } from '../../grader/types.js';
+import type { Step } from '../../grader/track.js';
+
+/** Whether an answer says it is a replay: Idempotency-Replayed (or Stripe's Idempotent-Replayed) `true`, in any case. */
+export function saysReplayed(exchange: Exchange): boolean {
+  return exchange.replayed?.trim().toLowerCase() === 'true';
+}
+
+/**
+ * A first response, or a refusal, must not say it is a replay (the essay: the header tells
+ * the client and whoever reads the logs whether the answer was processed anew).
+ * @throws CheckFailed naming the answer
+ */
+function notReplayed(exchange: Exchange, what: string): void {
+  if (exchange.replayed !== undefined && exchange.replayed.trim().toLowerCase() !== 'false') {
+    throw new CheckFailed(t('step.09.notReplay', { what, value: exchange.replayed }), t('step.09.notReplay.why'), { exchanges: [exchange] });
+  }
+}
+
+/**
+ * A replay must say so with `Idempotency-Replayed: true`.
+ * @throws CheckFailed naming the replay and the header it carried
+ */
+function replayed(first: Exchange, replay: Exchange, what: string): void {
+  expectReplay(first, replay, t('step.09.replay.why'));
+  if (!saysReplayed(replay)) {
+    throw new CheckFailed(t('step.09.unmarked', { what, value: replay.replayed ?? t('step.09.noHeader') }), t('step.09.unmarked.why'), { exchanges: [first, replay] });
+  }
+}
+
+/**
+ * Step 09 (advanced track): every replay carries `Idempotency-Replayed: true`, a first
+ * response never does, nor does a refusal (the essay's replay header; Stripe names it
+ * `Idempotent-Replayed`, which is taken as the same). Checked on plain retries, on a retry
+ * after a refused different body, and on a race of ten simultaneous requests with one key:
+ * exactly one of its 201 answers is the first response, every other 201 says it is a replay.
+ */
+export const step: Step = {
+  id: '09',
+  slug: 'replayed',
+  get title() {
+    return t('step.09.title');
+  },
+  async live(ctx: LiveContext) {
+    const server = await ctx.startServer({ priority: 600 });
+    const key = ctx.freshKey();
+    const body = ctx.data.payment();
+    const first = await ctx.pay(server, { key, body });
+    expectStatus(first, 201, t('check.first201'), t('step.09.first.why'));
+    paymentOf(first);
+    notReplayed(first, t('step.09.what.first'));
+    const retry = await ctx.pay(server, { key, body });
+    replayed(first, retry, t('step.09.what.retry'));
+    const conflict = await ctx.pay(server, { key, body: { user: body.user, amount: body.amount + 1 } });
+    expectStatus(conflict, 422, t('step.09.conflict'), t('step.09.conflict.why'));
+    notReplayed(conflict, t('step.09.what.refusal'));
+    const again = await ctx.pay(server, { key, body });
+    replayed(first, again, t('step.09.what.afterConflict'));
+    const other = await ctx.pay(server, { key: ctx.freshKey(), body });
+    expectStatus(other, 201, t('step.09.other'), t('step.09.first.why'));
+    notReplayed(other, t('step.09.what.newKey'));
+
+    // Ten at once, sent while the database is locked: one claims the key and charges, the
+    // other nine find it in flight and wait for its record.
+    const round = await raceRound(ctx, [server], t('step.09.race'), { lockDatabase: true });
+    const answers = ctx.exchanges.filter((e) => e.key === round.key && e.status === 201);
+    const firsts = answers.filter((e) => !saysReplayed(e));
+    if (firsts.length !== 1) {
+      throw new CheckFailed(t('step.09.raceFirsts', { count: answers.length, firsts: firsts.length }), t('step.09.raceFirsts.why'), { exchanges: answers });
+    }
+    for (const answer of answers) if (answer !== firsts[0]) replayed(firsts[0], answer, t('step.09.what.race'));
+    return t('step.09.pass', { count: answers.length - 1 });
+  },
+  get hints() {
+    return [t('step.09.hint.1'), t('step.09.hint.2'), t('step.09.hint.3')];
+  },
+};

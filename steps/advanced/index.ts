@@ -1,0 +1,13 @@
+import { step as replayed } from './09-replayed.js';
+import type { Step, Track } from '../../grader/track.js';
+
+/**
+ * Every step of the advanced track, in order: the essay's second half (the replay header,
+ * keys scoped per user, expiry, a claim stuck in flight after a crash, a minimal record, a
+ * stored response against the payment's state now, keyless clients). Each is graded live
+ * against the advanced server contract (docs/server-contract.md, "The advanced track").
+ */
+export const ADVANCED_STEPS: readonly Step[] = [replayed];
+
+/** The advanced track: steps 09 on, laid out with `idem-lab track advanced`. */
+export const ADVANCED: Track = { id: 'advanced', steps: ADVANCED_STEPS };
