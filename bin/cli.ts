@@ -171,6 +171,7 @@ program
 program.command('solution').description(t('help.solution')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).solutionCommand(step, opts))());
 program.command('reset').description(t('help.reset')).argument('<step>', t('help.step')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).resetCommand(step, opts))());
 program.command('restore').description(t('help.restore')).argument('[backup]', t('help.restore.backup')).option('--dir <dir>', t('help.dir')).action((backup, opts) => run(async () => (await lab()).restoreCommand(backup, opts))());
+program.command('track').description(t('help.track')).argument('[track]', t('help.track.id')).option('--dir <dir>', t('help.dir')).action((track, opts) => run(async () => (await import('./track-command.js')).trackCommand(track, opts))());
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 

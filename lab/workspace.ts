@@ -10,18 +10,32 @@ import { isSameProcess, processIdentity } from './procs.js';
 import { copyFileAtomic, makeDir, rethrowFileProblem, writeFileAtomic } from './safe-fs.js';
 import { jsonErrorWhere, t, type Lang } from '../i18n/index.js';
 
+/** The tracks a workspace can follow: the lab sheet's eight steps, and the essay's second half (ADVANCED.md). */
+export const TRACK_IDS = ['basic', 'advanced'] as const;
+
+/** One of TRACK_IDS. */
+export type TrackId = (typeof TRACK_IDS)[number];
+
+/** Whether `value` names a track a workspace can follow. */
+export function isTrackId(value: unknown): value is TrackId {
+  return typeof value === 'string' && (TRACK_IDS as readonly string[]).includes(value);
+}
+
 /**
  * Files `idem-lab start` copies into a workspace: [name in lab/, name in the workspace,
- * executable]; LAB.md is the lab sheet in the given language.
+ * executable]; LAB.md is the lab sheet in the given language, and on the advanced track
+ * ADVANCED.md its sheet (the basic track's files stay: the advanced track builds on them).
  */
-export function labFiles(lang: Lang = 'en'): ReadonlyArray<readonly [string, string, boolean]> {
-  return [
+export function labFiles(lang: Lang = 'en', track: TrackId = 'basic'): ReadonlyArray<readonly [string, string, boolean]> {
+  const files: Array<readonly [string, string, boolean]> = [
     ['server.py', 'server.py', false],
     ['probe.sh', 'probe.sh', true],
     ['ledger.sh', 'ledger.sh', true],
     ['statement.sh', 'statement.sh', true],
     [`LAB.${lang}.md`, 'LAB.md', false],
   ];
+  if (track === 'advanced') files.push([`ADVANCED.${lang}.md`, 'ADVANCED.md', false]);
+  return files;
 }
 
 /** The runner's folder inside a workspace. */
@@ -54,6 +68,8 @@ export interface WorkspaceState {
   startedAt?: string;
   /** How many hints of each step were shown, by step id. */
   hintsShown?: Record<string, number>;
+  /** The track the learner follows (TRACK_IDS), chosen by `start --track` or `idem-lab track`; basic when absent. */
+  track?: string;
 }
 
 /** The sha256 of a file's bytes, as hex. */
@@ -78,6 +94,7 @@ function stateProblem(state: unknown): string | undefined {
   if (state.cwd !== undefined && typeof state.cwd !== 'string') return wrong('cwd');
   if (state.port !== undefined && !isWhole(state.port, 1, 65535)) return wrong('port');
   if (state.lang !== undefined && typeof state.lang !== 'string') return wrong('lang');
+  if (state.track !== undefined && !isTrackId(state.track)) return wrong('track');
   if (state.laid !== undefined && !(isRecord(state.laid) && Object.values(state.laid).every((v) => typeof v === 'string'))) return wrong('laid');
   if (state.hintsShown !== undefined && !(isRecord(state.hintsShown) && Object.values(state.hintsShown).every((v) => isWhole(v, 0)))) return wrong('hintsShown');
   if (state.steps !== undefined) {
@@ -333,13 +350,14 @@ export function backupFiles(backup: string): string[] {
  * Copies the lab's files into `dir` (created if missing). A file the learner changed
  * since it was laid, or that was there before, is kept unless `force`, and then copied
  * into a backup folder first (report.backup); one still as laid is refreshed. LAB.md is the sheet in `lang`, so a sheet still as laid follows a change of language.
+ * On the advanced track ADVANCED.md is laid too (see labFiles).
  * @throws SetupError when `dir` exists and is not a folder
  */
-export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en'): LayReport {
+export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en', track: TrackId = 'basic'): LayReport {
   if (fs.existsSync(dir) && !fs.statSync(dir).isDirectory()) throw new SetupError(t('cli.notFolder', { dir }));
   const undoDir = makeDir(dir);
   try {
-    return withStateLock(dir, () => layUnderLock(dir, force, lang));
+    return withStateLock(dir, () => layUnderLock(dir, force, lang, track));
   } catch (err) {
     // folders made for nothing are not left behind (rmdir removes only empty ones)
     try {
@@ -352,11 +370,11 @@ export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en'): La
   }
 }
 
-function layUnderLock(dir: string, force: boolean, lang: Lang): LayReport {
+function layUnderLock(dir: string, force: boolean, lang: Lang, track: TrackId): LayReport {
   const state = readState(dir);
   const laid = { ...(state.laid ?? {}) };
   const report: LayReport = { written: [], kept: [] };
-  for (const [source, target, executable] of labFiles(lang)) {
+  for (const [source, target, executable] of labFiles(lang, track)) {
     const dest = path.join(dir, target);
     const source_ = path.join(LAB_DIR, source);
     if (fs.existsSync(dest) && sha256(dest) === sha256(source_)) {

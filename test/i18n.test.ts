@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { CATALOGS, LANGUAGES, chooseLanguage, languageFromEnv, langOfLocale, placeholders, setLanguage, t, tIn } from '../i18n/index.js';
 import { en } from '../i18n/en.js';
 import { LAB_DIR } from '../lab/paths.js';
-import { STEPS } from '../steps/index.js';
+import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
 import { CheckFailed } from '../grader/failure.js';
 import { fixtureWorkspace, runCli, tempDir } from './support.js';
 import { readState } from '../lab/workspace.js';
@@ -64,22 +64,24 @@ test('the language: --lang, else the workspace, else LC_ALL, LC_MESSAGES, LANG; 
   assert.deepEqual(chooseLanguage('fr', undefined, { LANG: 'C' }), { lang: 'en', unknown: 'fr' });
 });
 
-test('the three lab sheets have the same steps, each headed `## NN · <the step title in that language>`', () => {
-  for (const lang of LANGUAGES) {
-    const sheet = fs.readFileSync(path.join(LAB_DIR, `LAB.${lang}.md`), 'utf8');
-    const headings = sheet.split('\n').filter((line) => /^## /.test(line));
-    setLanguage(lang);
-    try {
-      assert.deepEqual(headings, STEPS.map((s) => `## ${s.id} · ${s.title}`), lang);
-    } finally {
-      setLanguage('en');
+for (const [name, steps] of [['LAB', STEPS], ['ADVANCED', ADVANCED_STEPS]] as const) {
+  test(`the three ${name} sheets have the track's steps, each headed \`## NN · <the step title in that language>\``, () => {
+    for (const lang of LANGUAGES) {
+      const sheet = fs.readFileSync(path.join(LAB_DIR, `${name}.${lang}.md`), 'utf8');
+      const headings = sheet.split('\n').filter((line) => /^## /.test(line));
+      setLanguage(lang);
+      try {
+        assert.deepEqual(headings, steps.map((s) => `## ${s.id} · ${s.title}`), lang);
+      } finally {
+        setLanguage('en');
+      }
+      // Every command block of the English sheet is in the others unchanged but for comments: the learner runs the same commands.
+      // Comments (`# ...` to the end of a line) are prose, written in each language.
+      const blocks = (text: string) => [...text.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1].replace(/\s+#[^\n]*/g, ''));
+      assert.deepEqual(blocks(sheet), blocks(fs.readFileSync(path.join(LAB_DIR, `${name}.en.md`), 'utf8')), `${lang}: the commands`);
     }
-    // Every command block of the English sheet is in the others unchanged but for comments: the learner runs the same commands.
-    // Comments (`# ...` to the end of a line) are prose, written in each language.
-    const blocks = (text: string) => [...text.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1].replace(/\s+#[^\n]*/g, ''));
-    assert.deepEqual(blocks(sheet), blocks(fs.readFileSync(path.join(LAB_DIR, 'LAB.en.md'), 'utf8')), `${lang}: the commands`);
-  }
-});
+  });
+}
 
 test('a check fails in the chosen language; step 08 recognises notes in any language whatever the chosen one', () => {
   const notes = {

@@ -1,0 +1,73 @@
+/**
+ * `idem-lab track [ID]`: which track the workspace follows, and a switch to another. The
+ * advanced track lays its sheet (ADVANCED.md) beside the basic one and gives an older
+ * server.py the frame it needs, keeping the learner's handle_pay (lab/frame.ts).
+ */
+import path from 'node:path';
+import { SetupError } from '../grader/failure.js';
+import { colourFor, formatProgress } from '../grader/reporters/human.js';
+import { language, t } from '../i18n/index.js';
+import { upgradeFrame } from '../lab/frame.js';
+import { recordedServer } from '../lab/runner.js';
+import { readSheet, sheetSection } from '../lab/sheet.js';
+import { isTrackId, layWorkspace, openWorkspace, readState, updateState, TRACK_IDS } from '../lab/workspace.js';
+import { workspaceDir } from '../lab/paths.js';
+import { TRACKS } from '../steps/index.js';
+import { currentTrack } from './tracks.js';
+
+/** Where a command writes its lines (console.log by default). */
+export type Print = (line: string) => void;
+
+/** Per track: `* basic     8 steps, 8 pass`, the current one starred. */
+function trackLines(workspace: string, c: ReturnType<typeof colourFor>): string[] {
+  const steps = readState(workspace).steps ?? {};
+  const current = currentTrack(workspace);
+  return TRACKS.map((track) => {
+    const passed = track.steps.filter((s) => steps[s.id]?.status === 'pass').length;
+    const mark = track === current ? c.green('*') : ' ';
+    return `${mark} ${track.id.padEnd(9)} ${t('cli.track.line', { first: track.steps[0].id, last: track.steps[track.steps.length - 1].id, total: track.steps.length, passed })}`;
+  });
+}
+
+/**
+ * `idem-lab track`: lists the tracks and their progress; `idem-lab track ID`: makes ID the
+ * workspace's track (the advanced one lays ADVANCED.md and upgrades an old server.py's
+ * frame after a backup), then shows its steps and its first step not passing yet.
+ * @returns 0
+ * @throws SetupError for an unknown track or a folder that is no workspace
+ */
+export function trackCommand(id: string | undefined, options: { dir?: string }, print: Print = (line) => console.log(line)): number {
+  const c = colourFor(process.stdout);
+  const { workspace } = openWorkspace(workspaceDir(options));
+  if (id === undefined) {
+    for (const line of trackLines(workspace, c)) print(line);
+    print(c.dim(t('cli.track.switch')));
+    return 0;
+  }
+  const wanted = id.trim().toLowerCase();
+  if (!isTrackId(wanted)) throw new SetupError(t('cli.track.unknown', { track: id, list: TRACK_IDS.join(', ') }));
+  const report = layWorkspace(workspace, false, language(), wanted);
+  if (report.written.length) print(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
+  if (wanted === 'advanced') {
+    const frame = upgradeFrame(workspace);
+    if (frame.kind === 'upgraded') {
+      print(c.yellow(t('cli.track.upgraded', { dir: frame.backup })));
+      if (recordedServer(workspace, readState(workspace)).kind === 'ours') print(t('cli.track.restart'));
+    }
+    if (frame.kind === 'no-markers') print(c.yellow(t('cli.track.noMarkers')));
+  }
+  updateState(workspace, (s) => {
+    s.track = wanted;
+  });
+  const track = currentTrack(workspace);
+  const steps = readState(workspace).steps ?? {};
+  print('');
+  print(formatProgress(track.steps.filter((s) => steps[s.id]?.status === 'pass').length, track.steps.length, c));
+  const basicLeft = TRACKS[0].steps.filter((s) => steps[s.id]?.status !== 'pass');
+  if (wanted === 'advanced' && basicLeft.length > 0) print(c.yellow(t('cli.track.basicFirst', { steps: basicLeft.map((s) => s.id).join(', ') })));
+  const next = track.steps.find((s) => steps[s.id]?.status !== 'pass') ?? track.steps[0];
+  const section = sheetSection(readSheet(workspace), next.id);
+  if (section) print(`\n${section}`);
+  print(`\n${c.dim(t('cli.track.footer', { sheet: wanted === 'advanced' ? 'ADVANCED.md' : 'LAB.md', dir: path.basename(workspace) }))}`);
+  return 0;
+}

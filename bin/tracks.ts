@@ -1,0 +1,33 @@
+/**
+ * Which track a command follows: the workspace's (state.json `track`, chosen by
+ * `start --track` or `idem-lab track`), basic when it names none. Steps are found by id or
+ * slug in every track, since ids are unique across tracks (01-08 basic, 09 on advanced).
+ */
+import { BASIC, TRACKS, trackById } from '../steps/index.js';
+import { selectSteps, type Step, type Track } from '../grader/track.js';
+import { readState } from '../lab/workspace.js';
+
+/** The track the workspace follows (basic without a workspace, or when its state names none). */
+export function currentTrack(workspace?: string): Track {
+  const id = workspace ? readState(workspace).track : undefined;
+  return (id && trackById(id)) || BASIC;
+}
+
+/** Every step of every track, in id order. */
+export function allSteps(): Step[] {
+  return TRACKS.flatMap((track) => track.steps).sort((a, b) => a.id.localeCompare(b.id));
+}
+
+/**
+ * The steps `selectors` name, by id or slug, in any track; the current track's steps when
+ * there are none.
+ * @throws SetupError (exit 2) naming an unknown selector and listing every step
+ */
+export function chooseSteps(selectors: string[], workspace?: string): Step[] {
+  return selectors.length === 0 ? [...currentTrack(workspace).steps] : selectSteps(allSteps(), selectors);
+}
+
+/** The track a step belongs to. */
+export function trackOf(step: Step): Track {
+  return TRACKS.find((track) => track.steps.includes(step)) ?? BASIC;
+}
