@@ -9,7 +9,8 @@ import { CLI, fixtureWorkspace } from '../test/support.js';
 import { benchCohort, formatCohortBench } from './cohort.js';
 import { grade } from '../grader/engine.js';
 import { DEFAULT_COMMAND, resolveInterpreter } from '../grader/server.js';
-import { STEPS } from '../steps/index.js';
+import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
+import type { Step } from '../grader/track.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 
@@ -43,11 +44,11 @@ async function time(c: Case): Promise<number[]> {
   return times;
 }
 
-/** Each step of the lab graded alone on `workspace`, RUNS times: `05 race  1523 ms (min …, max …)`. */
-async function stepTimes(workspace: string): Promise<string[]> {
+/** Each of `steps` graded alone on `workspace`, RUNS times: `05 race  1523 ms (min …, max …)`. */
+async function stepTimes(workspace: string, steps: readonly Step[]): Promise<string[]> {
   const command = await resolveInterpreter(DEFAULT_COMMAND, workspace);
   const lines: string[] = [];
-  for (const step of STEPS) {
+  for (const step of steps) {
     const times: number[] = [];
     for (let i = 0; i < RUNS; i++) {
       const [result] = await grade({ workspace, steps: [step], command });
@@ -61,11 +62,14 @@ async function stepTimes(workspace: string): Promise<string[]> {
 
 const reference = fixtureWorkspace('reference');
 const starter = fixtureWorkspace('starter');
+const advanced = fixtureWorkspace('advanced/reference');
+const advancedIds = ADVANCED_STEPS.map((s) => s.id);
 try {
   const cases: Case[] = [
     { label: 'idem-lab --help', args: ['--help'], exitCode: 0 },
     { label: 'idem-lab check (reference, all 8 steps pass)', args: ['check'], cwd: reference.dir, exitCode: 0 },
     { label: 'idem-lab check (starter, 02-06 fail)', args: ['check'], cwd: starter.dir, exitCode: 1 },
+    { label: `idem-lab check ${advancedIds[0]}-${advancedIds[advancedIds.length - 1]} (advanced reference)`, args: ['check', ...advancedIds], cwd: advanced.dir, exitCode: 0 },
   ];
   console.log(`median wall time of ${RUNS} runs each (after one warm-up), ${new Date().toISOString()}`);
   for (const c of cases) {
@@ -73,10 +77,13 @@ try {
     console.log(`${c.label.padEnd(48)} ${median(times).toFixed(0).padStart(6)} ms   (min ${Math.min(...times).toFixed(0)}, max ${Math.max(...times).toFixed(0)})`);
   }
   console.log(`\neach step of the reference alone, in process (median of ${RUNS} runs)`);
-  for (const line of await stepTimes(reference.dir)) console.log(line);
+  for (const line of await stepTimes(reference.dir, STEPS)) console.log(line);
+  console.log(`\neach advanced step of the advanced reference alone, in process (median of ${RUNS} runs)`);
+  for (const line of await stepTimes(advanced.dir, ADVANCED_STEPS)) console.log(line);
   console.log(`\ncohort grading, one run per --jobs value (BENCH_COHORT=0 skips it)`);
   if (process.env.BENCH_COHORT !== '0') for (const line of formatCohortBench(await benchCohort())) console.log(line);
 } finally {
   reference.remove();
+  advanced.remove();
   starter.remove();
 }
