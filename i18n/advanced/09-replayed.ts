@@ -24,6 +24,8 @@ export const en = {
   'step.09.what.newKey': 'first response to a new key',
   'step.09.what.race': 'answer to a request of the race',
   'step.09.pass': 'Every replay said Idempotency-Replayed: true ({count} in the race among them), and no first response or refusal did.',
+  'summary.09': 'a replay says so in a header, and a first answer never does: logs tell retries from new orders',
+  'answer.09': 'Add Idempotency-Replayed: true to every answer read from a record, the ones that waited for a request in flight included; first answers and refusals get none.',
 } as const;
 
 /** 한국어. */
@@ -52,6 +54,8 @@ export const ko: Record<keyof typeof en, string> = {
   'step.09.what.newKey': '새 키에 대한 첫 응답',
   'step.09.what.race': '경쟁 라운드 요청에 대한 응답',
   'step.09.pass': '재생마다 Idempotency-Replayed: true가 있었고(경쟁 라운드에서 {count}개), 첫 응답과 거절에는 없었습니다.',
+  'summary.09': '재생은 헤더로 스스로를 밝히고 첫 응답은 절대 그러지 않는다: 로그에서 재시도와 새 주문이 갈린다',
+  'answer.09': '기록에서 읽어 온 응답에는 처리 중인 요청을 기다렸던 것까지 모두 Idempotency-Replayed: true를 붙이고, 첫 응답과 거절에는 붙이지 않습니다.',
 };
 
 /** 中文。 */
@@ -80,4 +84,6 @@ export const zh: Record<keyof typeof en, string> = {
   'step.09.what.newKey': '新键的第一次回应',
   'step.09.what.race': '竞争回合中某个请求的回应',
   'step.09.pass': '每次重放都带 Idempotency-Replayed: true（竞争回合中有 {count} 次），第一次回应和拒绝都没有。',
+  'summary.09': '重放会用一个头说明自己，第一次回应从不这样：日志里能分清重试和新订单',
+  'answer.09': '凡是从记录中读出的回应，包括等待过处理中请求的那些，都加上 Idempotency-Replayed: true；第一次回应和拒绝都不加。',
 };
