@@ -10,7 +10,8 @@ import { commandExists, resolveInterpreter, type ServerCommand } from '../grader
 import { chooseSandbox, NoSandbox, SANDBOX_MODES, type Sandbox, type SandboxMode } from '../grader/sandbox.js';
 import { colourFor, formatProgress, formatResult, formatSummary } from '../grader/reporters/human.js';
 import type { StepResult } from '../grader/types.js';
-import { STEPS, selectSteps } from '../steps/index.js';
+import { allSteps, chooseSteps, passedIn, resolveTrack } from './tracks.js';
+import type { Step, Track } from '../grader/track.js';
 import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from '../grader/grading.js';
 import { chooseReporters, writeReports, type ReporterChoice } from '../grader/reporters/index.js';
 import type { GithubOptions } from '../grader/reporters/github.js';
@@ -21,10 +22,9 @@ import { labSummary, workspaceDir, type WorkspaceOptions } from './commands.js';
 /** Exit codes of `idem-lab check`: every step passed, some failed, or grading could not run. */
 export const EXIT = { pass: 0, fail: 1, setup: 2 } as const;
 
-/** How many of the lab's steps pass, by the verdicts saved in the workspace. */
+/** How many steps of the workspace's track pass, by the verdicts saved in the workspace. */
 export function passedCount(workspace: string): number {
-  const steps = readState(workspace).steps ?? {};
-  return STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
+  return passedIn(resolveTrack(undefined, workspace), workspace);
 }
 
 /** Records each verdict for `idem-lab status`; a workspace that cannot be written to is graded all the same. */
@@ -46,12 +46,14 @@ export function saveVerdicts(workspace: string, results: StepResult[]): void {
 
 
 /**
- * Prepares a grading run: the workspace, its server command and the chosen steps.
- * @throws SetupError for a missing workspace, an unknown step or a missing interpreter
+ * Prepares a grading run: the workspace, its server command, the track (--track, else the
+ * workspace's) and the chosen steps (the track's when none are named).
+ * @throws SetupError for a missing workspace, an unknown track or step or a missing interpreter
  */
-export async function prepareCheck(selectors: string[], options: WorkspaceOptions & { sandbox?: string }): Promise<{ workspace: string; command: ServerCommand; steps: ReturnType<typeof selectSteps> }> {
+export async function prepareCheck(selectors: string[], options: WorkspaceOptions & { sandbox?: string; track?: string }): Promise<{ workspace: string; command: ServerCommand; steps: Step[]; track: Track }> {
   const { workspace, command } = openWorkspace(workspaceDir(options));
-  const steps = selectSteps(selectors);
+  const track = resolveTrack(options.track, workspace);
+  const steps = chooseSteps(selectors, track);
   try {
     limits();
   } catch (err) {
@@ -72,7 +74,7 @@ export async function prepareCheck(selectors: string[], options: WorkspaceOption
   // start a process) run side by side, and not at all for file checks.
   const live = steps.some((s) => s.live);
   const [sandbox, resolved] = await Promise.all([live ? sandboxFor(options.sandbox, 'auto') : undefined, live ? resolveInterpreter(command, workspace) : command]);
-  return { workspace, command: { ...resolved, ...(sandbox ? { sandbox } : {}) }, steps };
+  return { workspace, command: { ...resolved, ...(sandbox ? { sandbox } : {}) }, steps, track };
 }
 
 /**
@@ -104,6 +106,8 @@ export interface CheckOptions extends WorkspaceOptions {
   seed?: string;
   /** --sandbox auto|required|off (default auto: a learner runs their own code), see sandbox.ts. */
   sandbox?: string;
+  /** --track ID: grade that track's steps when none are named (default: the workspace's track). */
+  track?: string;
 }
 
 /**
@@ -142,7 +146,7 @@ export function githubOptions(workspace: string, command: ServerCommand, env: No
 
 /** The grading config of a check: --config, else the workspace's idem-lab.json, else the defaults. */
 function configFor(options: CheckOptions, workspace: string): GradingConfig {
-  return options.config ? readGradingConfig(options.config, STEPS) : workspaceGradingConfig(workspace, STEPS);
+  return options.config ? readGradingConfig(options.config, allSteps()) : workspaceGradingConfig(workspace, allSteps());
 }
 
 /**
@@ -150,10 +154,10 @@ function configFor(options: CheckOptions, workspace: string): GradingConfig {
  * status error and the reason, so CI always has a results file; then exits 2.
  */
 function reportSetupError(err: SetupError, selectors: string[], options: CheckOptions, choices: ReporterChoice[]): number {
-  let steps: ReturnType<typeof selectSteps> = [];
+  let steps: Step[] = [];
   let config = defaultGradingConfig();
   try {
-    steps = selectSteps(selectors);
+    steps = chooseSteps(selectors, resolveTrack(options.track, workspaceDir(options)));
   } catch {
     // an unknown step: the report lists none
   }
@@ -191,7 +195,7 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
     if (err instanceof SetupError && choices.some((c) => c.name !== 'human')) return reportSetupError(err, selectors, options, choices);
     throw err;
   }
-  const { workspace, command, steps } = prepared;
+  const { workspace, command, steps, track } = prepared;
   installExitHooks();
   const c = colourFor(process.stdout);
   const replayPort = readState(workspace).port ?? DEFAULT_PORT;
@@ -202,15 +206,15 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
     seed,
     onResult: human ? (result) => console.log(formatResult(result, c, { replayPort, points: pointsOf(config, result.id) }) + '\n') : undefined,
   });
-  const passedBefore = passedCount(workspace);
+  const passedBefore = passedIn(track, workspace);
   saveVerdicts(workspace, results);
   const report = scoreResults(results, config);
   if (human) {
     console.log(formatSummary(results, c, report));
-    console.log(formatProgress(passedCount(workspace), STEPS.length, c));
+    console.log(formatProgress(passedIn(track, workspace), track.steps.length, c));
     const passed = results.filter((r) => r.status === 'pass').map((r) => r.id);
     if (passed.length) console.log(c.dim(t('solution.open', { ids: passed.join(', '), id: passed[passed.length - 1] })));
-    if (passedBefore < STEPS.length && passedCount(workspace) === STEPS.length) console.log(`\n${labSummary(workspace)}`);
+    if (passedBefore < track.steps.length && passedIn(track, workspace) === track.steps.length) console.log(`\n${labSummary(workspace, track)}`);
   }
   writeReports(report, choices, { github: githubOptions(workspace, command) });
   return exitCodeForReport(report);

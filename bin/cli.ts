@@ -142,6 +142,7 @@ program
   .option('--lang <lang>', t('help.start.lang'))
   .option('--port <port>', t('help.start.port'), port)
   .option('--force', t('help.start.force'))
+  .option('--track <track>', t('help.start.track'))
   .action((opts) => run(async () => (await lab()).startCommand(opts))());
 
 program.command('stop').description(t('help.stop')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).stopCommand(opts))());
@@ -185,6 +186,7 @@ program
   .option('--config <file>', t('help.check.config'))
   .option('--seed <n>', t('help.check.seed'))
   .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
+  .option('--track <track>', t('help.check.track'))
   .addHelpText('after', `\n${t('help.check.exit')}`)
   .action((steps, opts) =>
     run(async () => {
@@ -206,6 +208,7 @@ program
   .option('--timeout <seconds>', t('help.grade.timeout'), '180')
   .option('--shard <k/n>', t('help.grade.shard'))
   .option('--sandbox <mode>', t('help.sandbox') + ' (default: required)')
+  .option('--track <track>', t('help.grade.track'))
   .addHelpText('after', `\n${t('help.grade.exit')}`)
   .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
 

@@ -10,8 +10,9 @@ import { formatStatement, readStatement } from '../grader/statement.js';
 import { SetupError } from '../grader/failure.js';
 import { colourFor, formatProgress } from '../grader/reporters/human.js';
 import { formatExchange, formatLedger, shellQuote } from '../grader/wire.js';
-import { STEPS, selectSteps } from '../steps/index.js';
-import type { Step } from '../grader/track.js';
+import type { Step, Track } from '../grader/track.js';
+import { allSteps, chooseSteps, currentTrack, passedIn, resolveTrack } from './tracks.js';
+import { upgradeFrame } from '../lab/frame.js';
 import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from '../lab/runner.js';
 import { readSheet, sheetSection } from '../lab/sheet.js';
 import fs from 'node:fs';
@@ -29,30 +30,33 @@ export interface WorkspaceOptions {
 
 
 /**
- * The first step that does not pass yet, looking after `after` first and then from the
- * start; undefined when every step passes.
+ * The first step of the workspace's track that does not pass yet, looking after `after`
+ * first and then from the start; undefined when every step of the track passes.
  */
 export function nextStepToDo(workspace: string, after?: Step): Step | undefined {
   const steps = readState(workspace).steps ?? {};
+  const track = currentTrack(workspace).steps;
   const todo = (s: Step) => steps[s.id]?.status !== 'pass';
-  const from = after ? STEPS.indexOf(after) + 1 : 0;
-  return STEPS.slice(from).find(todo) ?? STEPS.slice(0, from).find(todo);
+  const from = after ? track.indexOf(after) + 1 : 0;
+  return track.slice(from).find(todo) ?? track.slice(0, from).find(todo);
 }
 
 /**
- * The step a command without a step means: `selector` when given, else the current step
- * (the first one not passing), else the last step when every step passes.
+ * The step a command without a step means: `selector` when given (a step of any track),
+ * else the current step (the first one of the workspace's track not passing), else the
+ * track's last step when every one passes.
  * @throws SetupError for an unknown selector
  */
 export function stepOrCurrent(selector: string | undefined, workspace: string): Step {
-  if (selector !== undefined) return selectSteps([selector])[0];
-  return nextStepToDo(workspace) ?? STEPS[STEPS.length - 1];
+  const track = currentTrack(workspace);
+  if (selector !== undefined) return chooseSteps([selector], track)[0];
+  return nextStepToDo(workspace) ?? track.steps[track.steps.length - 1];
 }
 
-/** The step list with each step's last verdict: `✓ 01 duplicate  Reproduce ...`. */
+/** The step list of the workspace's track with each step's last verdict: `✓ 01 duplicate  Reproduce ...`. */
 export function stepList(workspace: string | undefined): string {
   const steps = workspace ? (readState(workspace).steps ?? {}) : {};
-  return STEPS.map((step) => {
+  return currentTrack(workspace).steps.map((step) => {
     const state = steps[step.id];
     const mark = !state ? c.dim('·') : state.status === 'pass' ? c.green('✓') : c.red('✗');
     const file = step.file ? c.dim(`  ${step.file.name}`) : '';
@@ -78,29 +82,40 @@ function printStart(outcome: Awaited<ReturnType<typeof startLabServer>>, workspa
 
 /**
  * `idem-lab start`: lay the workspace (LAB.md in the chosen language, which the workspace
- * then keeps), start the server, show the steps and step 01.
+ * then keeps; with `--track advanced` ADVANCED.md too, and an older server.py's frame
+ * renewed around the learner's handle_pay), start the server, show the track's steps and
+ * its first step.
  * @param options.brief only lay the workspace and start the server, without the step list
- *   and step 01 (the menu shows those itself)
+ *   and the first step (the menu shows those itself)
+ * @throws SetupError for an unknown --track
  */
-export async function startCommand(options: WorkspaceOptions & { lang?: string; port?: number; force?: boolean; brief?: boolean }): Promise<number> {
+export async function startCommand(options: WorkspaceOptions & { lang?: string; port?: number; force?: boolean; brief?: boolean; track?: string }): Promise<number> {
   const workspace = workspaceDir(options);
   // The command line chose the language (--lang, else this workspace's, else LANG/LC_ALL).
   const lang = language();
-  const report = layWorkspace(workspace, options.force ?? false, lang);
+  const chosen = options.track === undefined ? undefined : resolveTrack(options.track);
+  const trackId = chosen?.id ?? (fs.existsSync(workspace) ? currentTrack(workspace).id : 'basic');
+  const report = layWorkspace(workspace, options.force ?? false, lang, trackId === 'advanced' ? 'advanced' : 'basic');
   updateState(workspace, (s) => {
     s.lang = lang;
     s.startedAt ??= new Date().toISOString();
+    if (chosen) s.track = chosen.id;
   });
   if (report.written.length) console.log(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
   if (report.kept.length) console.log(t(report.kept.length === 1 ? 'cli.kept.one' : 'cli.kept.many', { files: report.kept.join(', ') }));
   if (report.backup) console.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, report.backup) })));
+  if (trackId === 'advanced') {
+    const frame = upgradeFrame(workspace);
+    if (frame.kind === 'upgraded') console.log(c.yellow(t('cli.track.upgraded', { dir: frame.backup })));
+    if (frame.kind === 'no-markers') console.log(c.yellow(t('cli.track.noMarkers')));
+  }
   const { command } = openWorkspace(workspace);
   const code = printStart(await startLabServer(workspace, command, options.port), workspace);
   if (options.brief) return code;
   const onPath = await pathAdvice();
   if (onPath) console.log(`\n${c.yellow(onPath)}`);
   console.log(`\n${t('cli.stepsHeading')}\n${stepList(workspace)}\n`);
-  console.log(sheetSection(readSheet(workspace), '01') ?? '');
+  console.log(sheetSection(readSheet(workspace), currentTrack(workspace).steps[0].id) ?? '');
   console.log(`\n${c.dim(t('cli.startFooter'))}`);
   return code;
 }
@@ -160,9 +175,9 @@ export async function statusCommand(options: WorkspaceOptions): Promise<number> 
     console.log(`${t('cli.status.running', { pid: recorded.pid, port: String(state.port) })}${healthy ? '' : c.yellow(t('cli.status.unhealthy'))}`);
   }
   const steps = state.steps ?? {};
-  const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
-  console.log(formatProgress(passed, STEPS.length, c) + '\n');
-  for (const step of STEPS) {
+  const track = currentTrack(workspace);
+  console.log(formatProgress(passedIn(track, workspace), track.steps.length, c) + '\n');
+  for (const step of track.steps) {
     const s = steps[step.id];
     const when = s?.passedAt ? c.dim(`  ${t('cli.status.lastPassed', { when: localTime(s.passedAt) })}`) : s ? c.dim(`  ${t('cli.status.lastChecked', { when: localTime(s.checkedAt) })}`) : '';
     const mark = !s ? c.dim(t('cli.status.notTried')) : s.status === 'pass' ? c.green(t('cli.status.passed')) : c.red(t('cli.status.failed'));
@@ -255,9 +270,9 @@ export function hintCommand(selector: string | undefined, options: WorkspaceOpti
  */
 export function resetCommand(selector: string, options: WorkspaceOptions): number {
   const { workspace } = openWorkspace(workspaceDir(options));
-  const step = selectSteps([selector])[0];
+  const step = chooseSteps([selector], currentTrack(workspace))[0];
   const name = step.live ? 'server.py' : step.file?.name;
-  if (!name) throw new SetupError(t('cli.unknownStep', { step: selector, list: STEPS.map((s) => s.id).join(', ') }));
+  if (!name) throw new SetupError(t('cli.unknownStep', { step: selector, list: allSteps().map((s) => s.id).join(', ') }));
   const file = path.join(workspace, name);
   const backup = backUp(workspace, [name]);
   if (step.live) {
@@ -362,7 +377,7 @@ export function answerFiles(step: Step, lang = language()): { server?: string; f
   const out: { server?: string; file?: string } = {};
   // A live step without a handle_pay of its own shares the latest earlier one (06's is 05's).
   if (step.live) {
-    out.server = STEPS.filter((s) => s.live && s.id <= step.id)
+    out.server = allSteps().filter((s) => s.live && s.id <= step.id)
       .map((s) => path.join(ANSWERS_DIR, `${s.id}-${s.slug}.py`))
       .reverse()
       .find((f) => fs.existsSync(f));
@@ -385,8 +400,9 @@ export function answerFiles(step: Step, lang = language()): { server?: string; f
 export function solutionCommand(selector: string | undefined, options: WorkspaceOptions): number {
   const workspace = workspaceDir(options);
   const steps = readState(workspace).steps ?? {};
-  const passing = STEPS.filter((s) => steps[s.id]?.status === 'pass');
-  const step = selector !== undefined ? selectSteps([selector])[0] : (passing[passing.length - 1] ?? STEPS[0]);
+  const track = currentTrack(workspace);
+  const passing = track.steps.filter((s) => steps[s.id]?.status === 'pass');
+  const step = selector !== undefined ? chooseSteps([selector], track)[0] : (passing[passing.length - 1] ?? track.steps[0]);
   if (steps[step.id]?.status !== 'pass') throw new SetupError(t('solution.notPassed', { id: step.id }));
   const answer = answerFiles(step);
   console.log(c.bold(t('solution.heading', { id: step.id, slug: step.slug })));
@@ -405,13 +421,14 @@ export function formatDuration(ms: number): string {
 }
 
 /**
- * The end-of-lab summary, for when every step passes: what each step proved, how long
- * the lab took (from `startedAt` in state.json, else the workspace's .idem-lab folder, to
- * the last pass), where the learner's answers are, and how to see the reference answers.
+ * The end-of-track summary, for when every step of `track` (default: the workspace's)
+ * passes: what each step proved, how long the lab took (from `startedAt` in state.json,
+ * else the workspace's .idem-lab folder, to the last pass), where the learner's answers
+ * are, and how to see the reference answers.
  */
-export function labSummary(workspace: string): string {
+export function labSummary(workspace: string, track: Track = currentTrack(workspace)): string {
   const state = readState(workspace);
-  const passes = STEPS.map((s) => state.steps?.[s.id]?.passedAt).filter((x): x is string => x !== undefined).sort();
+  const passes = track.steps.map((s) => state.steps?.[s.id]?.passedAt).filter((x): x is string => x !== undefined).sort();
   let startedAt = state.startedAt;
   if (!startedAt) {
     try {
@@ -421,9 +438,9 @@ export function labSummary(workspace: string): string {
     }
   }
   const last = passes[passes.length - 1] ?? new Date().toISOString();
-  const files = ['server.py', ...STEPS.flatMap((s) => (s.file && fs.existsSync(path.join(workspace, s.file.name)) ? [s.file.name] : []))];
-  const lines = [c.green(c.bold(t('summary.heading', { total: STEPS.length }))), '', t('summary.proved')];
-  for (const step of STEPS) lines.push(`  ${c.green('✓')} ${step.id} ${step.slug.padEnd(9)} ${t(`summary.${step.id}` as MessageKey)}`);
+  const files = ['server.py', ...track.steps.flatMap((s) => (s.file && fs.existsSync(path.join(workspace, s.file.name)) ? [s.file.name] : []))];
+  const lines = [c.green(c.bold(track.id === 'basic' ? t('summary.heading', { total: track.steps.length }) : t('summary.heading.track', { track: track.id, total: track.steps.length }))), '', t('summary.proved')];
+  for (const step of track.steps) lines.push(`  ${c.green('✓')} ${step.id} ${step.slug.padEnd(9)} ${t(`summary.${step.id}` as MessageKey)}`);
   lines.push('');
   if (startedAt) lines.push(t('summary.took', { duration: formatDuration(Date.parse(last) - Date.parse(startedAt)), from: localTime(startedAt), to: localTime(last) }));
   lines.push(t('summary.answers', { dir: workspace, files: files.join(', ') }));

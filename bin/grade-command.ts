@@ -24,7 +24,7 @@ import { limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { sandboxFor } from './check-command.js';
 import { writeFile } from '../grader/reporters/index.js';
-import { STEPS } from '../steps/index.js';
+import { allSteps, resolveTrack } from './tracks.js';
 import { openWorkspace } from '../lab/workspace.js';
 
 /** Options of `idem-lab grade`. */
@@ -43,6 +43,8 @@ export interface GradeCommandOptions {
   shard?: string;
   /** --sandbox auto|required|off (default required: grading runs strangers' code), see sandbox.ts. */
   sandbox?: string;
+  /** --track ID: the track whose steps are graded (default basic). */
+  track?: string;
 }
 
 /** Exit codes of `idem-lab grade`. */
@@ -101,7 +103,8 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   if (dirs.length === 0) throw new SetupError(t('grade.noDirs'));
   const jobs = wholeNumber(options.jobs, '--jobs', 1);
   const timeoutMs = Math.round(wholeNumber(options.timeout, '--timeout', DEFAULT_WORKSPACE_TIMEOUT_MS / 1000, 0.001) * 1000);
-  const config = options.config ? readGradingConfig(options.config, STEPS) : defaultGradingConfig();
+  const STEPS = resolveTrack(options.track).steps;
+  const config = options.config ? readGradingConfig(options.config, allSteps()) : defaultGradingConfig();
   const shard = options.shard === undefined ? undefined : parseShard(options.shard);
   const slice = shard ? shardOf(dirs, shard) : { dirs, names: undefined };
   try {

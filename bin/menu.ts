@@ -9,7 +9,7 @@ import { t } from '../i18n/index.js';
 import select, { Separator } from '@inquirer/select';
 import { SetupError } from '../grader/failure.js';
 import { colourFor, formatProgress } from '../grader/reporters/human.js';
-import { STEPS } from '../steps/index.js';
+import { currentTrack } from './tracks.js';
 import type { Step } from '../grader/track.js';
 import { hintCommand, localTime, restartCommand, showCommand, startCommand, stepList, stopCommand, workspaceDir, type WorkspaceOptions } from './commands.js';
 import { ownServer } from '../lab/runner.js';
@@ -28,6 +28,7 @@ export function canPrompt(): boolean {
 export function stepListText(workspace: string): string {
   const c = colourFor(process.stdout);
   const steps = readState(workspace).steps ?? {};
+  const STEPS = currentTrack(workspace).steps;
   const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
   return `${t('cli.stepsHeading')}\n${stepList(workspace)}\n\n${formatProgress(passed, STEPS.length, c)}`;
 }
@@ -90,6 +91,7 @@ export async function menuCommand(options: WorkspaceOptions): Promise<number> {
   for (;;) {
     const state = readState(workspace);
     const steps = state.steps ?? {};
+    const STEPS = currentTrack(workspace).steps;
     const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
     const server = serverLine(workspace);
     console.log(`\n${c.bold('idem-lab')}  ${t('menu.tagline')}`);

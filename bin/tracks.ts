@@ -6,6 +6,8 @@
 import { BASIC, TRACKS, trackById } from '../steps/index.js';
 import { selectSteps, type Step, type Track } from '../grader/track.js';
 import { readState } from '../lab/workspace.js';
+import { SetupError } from '../grader/failure.js';
+import { t } from '../i18n/index.js';
 
 /** The track the workspace follows (basic without a workspace, or when its state names none). */
 export function currentTrack(workspace?: string): Track {
@@ -19,15 +21,32 @@ export function allSteps(): Step[] {
 }
 
 /**
- * The steps `selectors` name, by id or slug, in any track; the current track's steps when
- * there are none.
+ * The steps `selectors` name, by id or slug, in any track; the steps of `track` when there
+ * are none.
  * @throws SetupError (exit 2) naming an unknown selector and listing every step
  */
-export function chooseSteps(selectors: string[], workspace?: string): Step[] {
-  return selectors.length === 0 ? [...currentTrack(workspace).steps] : selectSteps(allSteps(), selectors);
+export function chooseSteps(selectors: string[], track: Track): Step[] {
+  return selectors.length === 0 ? [...track.steps] : selectSteps(allSteps(), selectors);
 }
 
 /** The track a step belongs to. */
 export function trackOf(step: Step): Track {
   return TRACKS.find((track) => track.steps.includes(step)) ?? BASIC;
+}
+
+/**
+ * The track a command grades or shows: `id` when given (--track), else the workspace's.
+ * @throws SetupError (exit 2) for an unknown id, listing the tracks
+ */
+export function resolveTrack(id: string | undefined, workspace?: string): Track {
+  if (id === undefined) return currentTrack(workspace);
+  const track = trackById(id.trim().toLowerCase());
+  if (!track) throw new SetupError(t('cli.track.unknown', { track: id, list: TRACKS.map((tr) => tr.id).join(', ') }));
+  return track;
+}
+
+/** How many of a track's steps pass, by the verdicts saved in the workspace. */
+export function passedIn(track: Track, workspace: string): number {
+  const steps = readState(workspace).steps ?? {};
+  return track.steps.filter((s) => steps[s.id]?.status === 'pass').length;
 }

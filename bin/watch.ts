@@ -13,7 +13,7 @@ import { killAllServersNow } from '../grader/server.js';
 import { runExitTasks } from '../grader/cleanup.js';
 import { colourFor, formatProgress, formatResult } from '../grader/reporters/human.js';
 import { passedCount, prepareCheck, saveVerdicts } from './check-command.js';
-import { STEPS, selectSteps } from '../steps/index.js';
+import { chooseSteps } from './tracks.js';
 import { Coalescer } from '../lab/coalesce.js';
 import { hintCommand, labSummary, nextStepToDo, restartCommand, type WorkspaceOptions } from './commands.js';
 import { DEFAULT_PORT, ownServer } from '../lab/runner.js';
@@ -39,8 +39,9 @@ const NOISE = /(?:^|\/)(?:\.[^/]+|[^/]*\.(?:db|db-journal|db-wal|db-shm|log|swp|
  * @throws SetupError for a folder that is no workspace or an unknown step
  */
 export async function watchCommand(selector: string | undefined, options: WatchOptions): Promise<number> {
-  const { workspace, command } = await prepareCheck([], options);
-  let current = selector ? selectSteps([selector])[0] : nextStepToDo(workspace);
+  const { workspace, command, track } = await prepareCheck([], options);
+  const STEPS = track.steps;
+  let current = selector ? chooseSteps([selector], track)[0] : nextStepToDo(workspace);
   // A step named that passes already is being refactored: watch stays on it.
   const stayOn = selector && current && readState(workspace).steps?.[current.id]?.status === 'pass' ? current : undefined;
   // Set when a restart after a save failed (watch stopped the server): the next save starts it again.
