@@ -34,8 +34,8 @@ test('grader/ imports nothing of steps/, lab/ or bin/: the engine is given its t
 });
 
 test('the scan sees an import into steps/ when there is one (it can fail)', () => {
-  // bin/check-command.ts is the command line: it takes the basic track from steps/.
-  assert.ok(importsOf('bin/check-command.ts').includes('steps/index.js'));
+  // bin/tracks.ts is the command line's: it takes the tracks from steps/.
+  assert.ok(importsOf('bin/tracks.ts').includes('steps/index.js'));
 });
 
 test('lab/ imports nothing of bin/: what a workspace gets and the runner, under the commands', () => {
