@@ -42,8 +42,9 @@ export interface ChaosTally {
   duplicates: number;
   /** Payments answered 2xx with no charge at all: the client was told the money moved, and it did not. */
   missing: number;
-  /** Charges and rows that belong to no intended payment. */
+  /** Charges on the statement that belong to no intended payment (no user and amount of one). */
   strayCharges: number;
+  /** Ledger rows that belong to no intended payment. */
   strayRows: number;
   /** The jittered waits before retries, ms, grouped by retry number (index 0: every payment's first retry), each in payment order. */
   retryWaitsMs: number[][];
