@@ -20,7 +20,7 @@ import { startLossyProxy, type LossyProxy } from '../grader/chaos/proxy.js';
 import { intendedPayments, runChaos, type ChaosResult } from '../grader/chaos/run.js';
 import { histogram } from '../grader/chaos/render.js';
 import { chaosCommand } from '../bin/chaos-command.js';
-import { serverSource } from '../fixtures/build.js';
+import { FIXTURES_DIR, serverSource } from '../fixtures/build.js';
 import { fixtureWorkspace, runCli, serversUnder, tempDir } from './support.js';
 
 /** The seed and size of the end-to-end runs: with it, 3 of 8 payments lose a response (checked below, not assumed). */
@@ -311,6 +311,22 @@ test('a server whose /pay never answers: the run ends at its deadline, gives up,
     assert.match(out, /given up +3\n/);
     assert.match(out, /The client gave up on 3 payments/);
     assert.ok(ms < 30_000, `bounded (${ms.toFixed(0)} ms)`);
+    assert.deepEqual(serversUnder(tmp.dir), []);
+  } finally {
+    tmp.remove();
+  }
+});
+
+test('a server that cannot start: exit 1 with the reason and its output, as check says it', { timeout: 60_000 }, async () => {
+  const tmp = tempDir('idem-lab-chaos-crash-');
+  try {
+    fs.copyFileSync(path.join(FIXTURES_DIR, 'misbehaving', 'crash-at-start', 'server.py'), path.join(tmp.dir, 'server.py'));
+    let out = '';
+    const code = await chaosCommand({ dir: tmp.dir, seed: String(SEED), payments: '3' }, (text) => (out += text), plain);
+    assert.equal(code, 1, out);
+    assert.match(out, /server.py exited during start-up \(exit code 1\)/);
+    assert.match(out, /What the server printed:\n[\s\S]*PAYMENT_PROVIDER_URL is not set/);
+    assert.doesNotMatch(out, /payments intended/, 'no table without a server');
     assert.deepEqual(serversUnder(tmp.dir), []);
   } finally {
     tmp.remove();
