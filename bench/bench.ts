@@ -1,8 +1,9 @@
 /**
  * `npm run bench`: wall-clock medians of whole idem-lab commands as a user runs them,
- * on the fixture workspaces. Timing is measured here, never asserted in a test: these
- * machines are shared and noisy. Runs per command: BENCH_RUNS (default 5); then one
- * `idem-lab grade` of a 20-workspace cohort per --jobs value (bench/cohort.ts).
+ * on the fixture workspaces (a chaos run with a fixed seed among them). Timing is
+ * measured here, never asserted in a test: these machines are shared and noisy. Runs
+ * per command: BENCH_RUNS (default 5); then one `idem-lab grade`
+ * of a 20-workspace cohort per --jobs value (bench/cohort.ts).
  */
 import { execa } from 'execa';
 import { CLI, fixtureWorkspace } from '../test/support.js';
@@ -70,6 +71,7 @@ try {
     { label: 'idem-lab check (reference, all 8 steps pass)', args: ['check'], cwd: reference.dir, exitCode: 0 },
     { label: 'idem-lab check (starter, 02-06 fail)', args: ['check'], cwd: starter.dir, exitCode: 1 },
     { label: `idem-lab check ${advancedIds[0]}-${advancedIds[advancedIds.length - 1]} (advanced reference)`, args: ['check', ...advancedIds], cwd: advanced.dir, exitCode: 0 },
+    { label: 'idem-lab chaos (reference, seed 42, 20 payments)', args: ['chaos', '--seed', '42'], cwd: reference.dir, exitCode: 0 },
   ];
   console.log(`median wall time of ${RUNS} runs each (after one warm-up), ${new Date().toISOString()}`);
   for (const c of cases) {

@@ -237,6 +237,19 @@ program
   .action((opts) => run(async () => (await ci()).ciInitCommand(opts))());
 
 program
+  .command('chaos')
+  .description(t('help.chaos'))
+  .option('--dir <dir>', t('help.dir'))
+  .option('--payments <n>', t('help.chaos.payments'))
+  .option('--loss <p>', t('help.chaos.loss'))
+  .option('--seed <n>', t('help.chaos.seed'))
+  .option('--no-key', t('help.chaos.noKey'))
+  .option('--timeout <seconds>', t('help.chaos.timeout'))
+  .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
+  .addHelpText('after', `\n${t('help.chaos.exit')}`)
+  .action((opts) => run(async () => (await import('./chaos-command.js')).chaosCommand(opts))());
+
+program
   .command('watch')
   .description(t('help.watch'))
   .argument('[step]', t('help.watch.step'))

@@ -131,10 +131,11 @@ function bodyText(body: unknown): string {
 }
 
 /**
- * Sends one request over an already open socket with undici and records the exchange.
+ * Sends one request over an already open socket with undici and records the exchange
+ * (the chaos run opens its sockets itself, to name each one's fate by its local port).
  * Never throws: a timeout or a broken connection becomes `exchange.error`.
  */
-async function sendOn(
+export async function sendOn(
   socket: net.Socket,
   target: Target,
   method: 'GET' | 'POST',

@@ -14,7 +14,7 @@ import { fixtureWorkspace, runCli, serversUnder, tempDir, stopRecorded } from '.
 test('--help lists every command and exits 0; an unknown command exits 2', async () => {
   const help = await runCli(['--help']);
   assert.equal(help.exitCode, 0);
-  for (const command of ['start', 'stop', 'restart', 'status', 'probe', 'ledger', 'show', 'hint', 'check']) {
+  for (const command of ['start', 'stop', 'restart', 'status', 'probe', 'ledger', 'show', 'hint', 'check', 'chaos']) {
     assert.match(help.stdout, new RegExp(`^  ${command}\\b`, 'm'));
   }
   const checkHelp = await runCli(['check', '--help']);

@@ -40,7 +40,7 @@ for (const lang of ['ko', 'zh'] as const) {
 
 /** Everything a learner can type, as argument lists; run in a workspace whose server is started. */
 function commandLines(port: number): string[][] {
-  const help = ['start', 'stop', 'restart', 'status', 'probe', 'ledger', 'show', 'hint', 'solution', 'reset', 'restore', 'check', 'grade', 'ci', 'watch', 'menu'].map((c) => [c, '--help']);
+  const help = ['start', 'stop', 'restart', 'status', 'probe', 'ledger', 'show', 'hint', 'solution', 'reset', 'restore', 'check', 'grade', 'ci', 'watch', 'menu', 'chaos'].map((c) => [c, '--help']);
   return [
     ['start', '--port', String(port)],
     ['--help'],
@@ -58,6 +58,9 @@ function commandLines(port: number): string[][] {
     ['check', '01'],
     ['check', '02'],
     ['check', '03', '04'],
+    ['chaos', '--payments', '4', '--seed', '42'],
+    ['chaos', '--payments', '3', '--seed', '42', '--no-key'],
+    ['chaos', '--loss', '2'],
     ['solution', '02'],
     ['reset', '01'],
     ['reset', '02'],
