@@ -10,7 +10,7 @@ import { commandExists, resolveInterpreter, type ServerCommand } from '../grader
 import { chooseSandbox, NoSandbox, SANDBOX_MODES, type Sandbox, type SandboxMode } from '../grader/sandbox.js';
 import { colourFor, formatProgress, formatResult, formatSummary } from '../grader/reporters/human.js';
 import type { StepResult } from '../grader/types.js';
-import { allSteps, chooseSteps, passedIn, resolveTrack } from './tracks.js';
+import { allSteps, chooseSteps, configForTrack, passedIn, resolveTrack } from './tracks.js';
 import type { Step, Track } from '../grader/track.js';
 import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from '../grader/grading.js';
 import { chooseReporters, writeReports, type ReporterChoice } from '../grader/reporters/index.js';
@@ -189,7 +189,7 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
   let seed: Seed | undefined;
   try {
     prepared = await prepareCheck(selectors, options);
-    config = configFor(options, prepared.workspace);
+    config = configForTrack(configFor(options, prepared.workspace), prepared.track);
     seed = seedOption(options.seed);
   } catch (err) {
     if (err instanceof SetupError && choices.some((c) => c.name !== 'human')) return reportSetupError(err, selectors, options, choices);

@@ -24,7 +24,7 @@ import { limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { sandboxFor } from './check-command.js';
 import { writeFile } from '../grader/reporters/index.js';
-import { allSteps, resolveTrack } from './tracks.js';
+import { allSteps, configForTrack, resolveTrack } from './tracks.js';
 import { openWorkspace } from '../lab/workspace.js';
 
 /** Options of `idem-lab grade`. */
@@ -103,8 +103,9 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   if (dirs.length === 0) throw new SetupError(t('grade.noDirs'));
   const jobs = wholeNumber(options.jobs, '--jobs', 1);
   const timeoutMs = Math.round(wholeNumber(options.timeout, '--timeout', DEFAULT_WORKSPACE_TIMEOUT_MS / 1000, 0.001) * 1000);
-  const STEPS = resolveTrack(options.track).steps;
-  const config = options.config ? readGradingConfig(options.config, allSteps()) : defaultGradingConfig();
+  const track = resolveTrack(options.track);
+  const STEPS = track.steps;
+  const config = configForTrack(options.config ? readGradingConfig(options.config, allSteps()) : defaultGradingConfig(), track);
   const shard = options.shard === undefined ? undefined : parseShard(options.shard);
   const slice = shard ? shardOf(dirs, shard) : { dirs, names: undefined };
   try {

@@ -8,6 +8,7 @@ import { selectSteps, type Step, type Track } from '../grader/track.js';
 import { readState } from '../lab/workspace.js';
 import { SetupError } from '../grader/failure.js';
 import { t } from '../i18n/index.js';
+import type { GradingConfig } from '../grader/grading.js';
 
 /** The track the workspace follows (basic without a workspace, or when its state names none). */
 export function currentTrack(workspace?: string): Track {
@@ -49,4 +50,14 @@ export function resolveTrack(id: string | undefined, workspace?: string): Track 
 export function passedIn(track: Track, workspace: string): number {
   const steps = readState(workspace).steps ?? {};
   return track.steps.filter((s) => steps[s.id]?.status === 'pass').length;
+}
+
+/**
+ * A grading config as it applies to a run of `track`: a "required" list that names none
+ * of the track's steps (a basic config used on the advanced track) leaves every step of
+ * the track required, instead of none, so that a failing step still fails the run.
+ */
+export function configForTrack(config: GradingConfig, track: Track): GradingConfig {
+  if (config.required === undefined || track.steps.some((s) => config.required!.includes(s.id))) return config;
+  return { ...config, required: undefined };
 }

@@ -13,7 +13,8 @@ import { buildWorkspace } from '../fixtures/build.js';
 import { handlePaySection, hasAdvancedFrame, upgradeFrame } from '../lab/frame.js';
 import { LAB_DIR, PACKAGE_ROOT } from '../lab/paths.js';
 import { listBackups, readState } from '../lab/workspace.js';
-import { ADVANCED_STEPS } from '../steps/index.js';
+import { ADVANCED, ADVANCED_STEPS, BASIC } from '../steps/index.js';
+import { configForTrack } from '../bin/tracks.js';
 import { runCli, serversUnder, stopRecorded, tempDir } from './support.js';
 
 /** server.py as shipped before the advanced track (128d0f7), with one line of the learner's own in handle_pay. */
@@ -119,4 +120,12 @@ test('start --track advanced lays both sheets and shows step 09; check there gra
     assert.deepEqual(serversUnder(ws.dir), []);
     ws.remove();
   }
+});
+
+test('a required list that names no step of the graded track leaves all of its steps required', () => {
+  const basicOnly = { points: {}, required: ['02', '05'], source: 'idem-lab.json' };
+  assert.equal(configForTrack(basicOnly, ADVANCED).required, undefined);
+  assert.deepEqual(configForTrack(basicOnly, BASIC).required, ['02', '05']);
+  const mixed = { points: {}, required: ['02', '09'], source: 'idem-lab.json' };
+  assert.deepEqual(configForTrack(mixed, ADVANCED).required, ['02', '09'], 'a list that names a step of the track is kept as it is');
 });
