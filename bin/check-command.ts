@@ -8,7 +8,7 @@ import { limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { commandExists, resolveInterpreter, type ServerCommand } from '../grader/server.js';
 import { chooseSandbox, NoSandbox, SANDBOX_MODES, type Sandbox, type SandboxMode } from '../grader/sandbox.js';
-import { colourFor, formatProgress, formatResult, formatSummary } from '../grader/reporters/human.js';
+import { formatProgress, formatResult, formatSummary } from '../grader/reporters/human.js';
 import type { StepResult } from '../grader/types.js';
 import { allSteps, chooseSteps, configForTrack, passedIn, resolveTrack } from './tracks.js';
 import type { Step, Track } from '../grader/track.js';
@@ -18,6 +18,7 @@ import type { GithubOptions } from '../grader/reporters/github.js';
 import { openWorkspace, readState, updateState } from '../lab/workspace.js';
 import { DEFAULT_PORT } from '../lab/runner.js';
 import { labSummary, workspaceDir, type WorkspaceOptions } from './commands.js';
+import { outputOf, type Output } from './output.js';
 
 /** Exit codes of `idem-lab check`: every step passed, some failed, or grading could not run. */
 export const EXIT = { pass: 0, fail: 1, setup: 2 } as const;
@@ -27,8 +28,11 @@ export function passedCount(workspace: string): number {
   return passedIn(resolveTrack(undefined, workspace), workspace);
 }
 
-/** Records each verdict for `idem-lab status`; a workspace that cannot be written to is graded all the same. */
-export function saveVerdicts(workspace: string, results: StepResult[]): void {
+/**
+ * Records each verdict for `idem-lab status`; a workspace that cannot be written to is
+ * graded all the same (why the verdicts were not kept is said on `out`, default stderr).
+ */
+export function saveVerdicts(workspace: string, results: StepResult[], out: Output = outputOf(undefined)): void {
   const now = new Date().toISOString();
   try {
     updateState(workspace, (state) => {
@@ -40,7 +44,7 @@ export function saveVerdicts(workspace: string, results: StepResult[]): void {
     });
   } catch (err) {
     // a read-only checkout: the verdicts were printed, nothing is lost; say why they were not kept
-    console.error(`idem-lab: ${t('check.notSaved', { reason: (err as Error).message })}`);
+    out.error(`idem-lab: ${t('check.notSaved', { reason: (err as Error).message })}`);
   }
 }
 
@@ -167,9 +171,9 @@ function reportSetupError(err: SetupError, selectors: string[], options: CheckOp
     // the config is what is wrong: the defaults stand in
   }
   try {
-    writeReports(setupErrorReport(err.message, config, steps), choices);
+    writeReports(setupErrorReport(err.message, config, steps), choices, { stdout: outputOf(options).write });
   } finally {
-    console.error(`idem-lab: ${err.message}`);
+    outputOf(options).error(`idem-lab: ${err.message}`);
   }
   return EXIT.setup;
 }
@@ -197,25 +201,26 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
   }
   const { workspace, command, steps, track } = prepared;
   installExitHooks();
-  const c = colourFor(process.stdout);
+  const out = outputOf(options);
+  const { c } = out;
   const replayPort = readState(workspace).port ?? DEFAULT_PORT;
   const results = await grade({
     workspace,
     command,
     steps,
     seed,
-    onResult: human ? (result) => console.log(formatResult(result, c, { replayPort, points: pointsOf(config, result.id) }) + '\n') : undefined,
+    onResult: human ? (result) => out.log(formatResult(result, c, { replayPort, points: pointsOf(config, result.id) }) + '\n') : undefined,
   });
   const passedBefore = passedIn(track, workspace);
-  saveVerdicts(workspace, results);
+  saveVerdicts(workspace, results, out);
   const report = scoreResults(results, config);
   if (human) {
-    console.log(formatSummary(results, c, report));
-    console.log(formatProgress(passedIn(track, workspace), track.steps.length, c));
+    out.log(formatSummary(results, c, report));
+    out.log(formatProgress(passedIn(track, workspace), track.steps.length, c));
     const passed = results.filter((r) => r.status === 'pass').map((r) => r.id);
-    if (passed.length) console.log(c.dim(t('solution.open', { ids: passed.join(', '), id: passed[passed.length - 1] })));
-    if (passedBefore < track.steps.length && passedIn(track, workspace) === track.steps.length) console.log(`\n${labSummary(workspace, track)}`);
+    if (passed.length) out.log(c.dim(t('solution.open', { ids: passed.join(', '), id: passed[passed.length - 1] })));
+    if (passedBefore < track.steps.length && passedIn(track, workspace) === track.steps.length) out.log(`\n${labSummary(workspace, c, track)}`);
   }
-  writeReports(report, choices, { github: githubOptions(workspace, command) });
+  writeReports(report, choices, { github: githubOptions(workspace, command), stdout: out.write });
   return exitCodeForReport(report);
 }

@@ -29,6 +29,7 @@ import { CONFIG_FILE, DEFAULT_POINTS } from '../grader/grading.js';
 import { t } from '../i18n/index.js';
 import { STEPS } from '../steps/index.js';
 import { PACKAGE_ROOT } from '../lab/paths.js';
+import { outputOf, type Output } from './output.js';
 
 /** Where the student workflow goes, relative to the repository root. */
 export const WORKFLOW_PATH = path.join('.github', 'workflows', 'idem-lab.yml');
@@ -61,6 +62,8 @@ export interface CiInitOptions {
   shards?: string | number;
   /** Overwrite an existing workflow file. */
   force?: boolean;
+  /** Where `ci init` says what it wrote (default: stdout). */
+  out?: Output;
 }
 
 /** This package's version, from its package.json. */
@@ -399,13 +402,14 @@ function addIgnores(file: string, wanted: readonly string[]): boolean {
 /** `idem-lab ci init`: write the files and say what to do next. Returns the exit code (0). */
 export async function ciInitCommand(options: CiInitOptions): Promise<number> {
   const report = await ciInit(options);
-  console.log(t('ci.wrote', { files: report.written.join(', ') }));
-  if (report.kept.length) console.log(t('ci.kept', { files: report.kept.join(', ') }));
+  const out = outputOf(options);
+  out.log(t('ci.wrote', { files: report.written.join(', ') }));
+  if (report.kept.length) out.log(t('ci.kept', { files: report.kept.join(', ') }));
   if (options.cohort) {
-    console.log(t('ci.next.cohort', { roster: ROSTER_FILE }));
+    out.log(t('ci.next.cohort', { roster: ROSTER_FILE }));
     return 0;
   }
-  console.log(t('ci.next'));
-  if (!options.classroom) console.log(t('ci.next.classroom'));
+  out.log(t('ci.next'));
+  if (!options.classroom) out.log(t('ci.next.classroom'));
   return 0;
 }

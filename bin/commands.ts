@@ -1,6 +1,7 @@
 /**
  * The learner's commands: start, stop, restart, status, probe, ledger, show, hint.
- * Each prints to stdout and returns the process exit code (0 done, 1 failed, 2 setup).
+ * Each prints through the Output it is given (`options.out`, see output.ts; default the
+ * process's own streams) and returns the process exit code (0 done, 1 failed, 2 setup).
  */
 import path from 'node:path';
 import { language, t, type MessageKey } from '../i18n/index.js';
@@ -8,7 +9,8 @@ import { send, DEFAULT_PAYMENT } from '../grader/http.js';
 import { readLedger } from '../grader/ledger.js';
 import { formatStatement, readStatement } from '../grader/statement.js';
 import { SetupError } from '../grader/failure.js';
-import { colourFor, formatProgress } from '../grader/reporters/human.js';
+import { formatProgress } from '../grader/reporters/human.js';
+import type { ChalkInstance } from 'chalk';
 import { formatExchange, formatLedger, shellQuote } from '../grader/wire.js';
 import type { Step, Track } from '../grader/track.js';
 import { allSteps, chooseSteps, currentTrack, passedIn, resolveTrack } from './tracks.js';
@@ -18,14 +20,16 @@ import { readSheet, sheetSection } from '../lab/sheet.js';
 import fs from 'node:fs';
 import { LAB_DIR, PACKAGE_ROOT, workspaceDir } from '../lab/paths.js';
 import { backUp, backupFiles, layWorkspace, listBackups, openWorkspace, readState, sha256, updateState } from '../lab/workspace.js';
+import { outputOf, processOutput, type Output } from './output.js';
 
-const c = colourFor(process.stdout);
-
-/** Options every workspace command takes. */
 export { workspaceDir };
 
+/** Options every workspace command takes. */
 export interface WorkspaceOptions {
+  /** --dir: the workspace (default: the one around the current folder, see lab/paths.ts). */
   dir?: string;
+  /** Where the command prints (default: the process's stdout and stderr). */
+  out?: Output;
 }
 
 
@@ -53,8 +57,8 @@ export function stepOrCurrent(selector: string | undefined, workspace: string): 
   return nextStepToDo(workspace) ?? track.steps[track.steps.length - 1];
 }
 
-/** The step list of the workspace's track with each step's last verdict: `✓ 01 duplicate  Reproduce ...`. */
-export function stepList(workspace: string | undefined): string {
+/** The step list of the workspace's track with each step's last verdict: `✓ 01 duplicate  Reproduce ...`, coloured by `c` (default: as stdout allows). */
+export function stepList(workspace: string | undefined, c: ChalkInstance = processOutput().c): string {
   const steps = workspace ? (readState(workspace).steps ?? {}) : {};
   return currentTrack(workspace).steps.map((step) => {
     const state = steps[step.id];
@@ -64,18 +68,19 @@ export function stepList(workspace: string | undefined): string {
   }).join('\n');
 }
 
-function printStart(outcome: Awaited<ReturnType<typeof startLabServer>>, workspace: string): number {
+function printStart(outcome: Awaited<ReturnType<typeof startLabServer>>, workspace: string, out: Output): number {
+  const { c } = out;
   switch (outcome.kind) {
     case 'already':
-      console.log(t('cli.already', { pid: outcome.pid, port: outcome.port }));
+      out.log(t('cli.already', { pid: outcome.pid, port: outcome.port }));
       return 0;
     case 'started':
-      if (outcome.movedFrom !== undefined) console.log(c.yellow(t('cli.portMoved', { from: outcome.movedFrom, port: outcome.port })));
-      console.log(t('cli.started', { pid: outcome.pid, port: outcome.port, log: path.join(workspace, SERVER_LOG) }));
+      if (outcome.movedFrom !== undefined) out.log(c.yellow(t('cli.portMoved', { from: outcome.movedFrom, port: outcome.port })));
+      out.log(t('cli.started', { pid: outcome.pid, port: outcome.port, log: path.join(workspace, SERVER_LOG) }));
       return 0;
     case 'failed':
-      console.log(c.red(t('cli.startFailed', { reason: outcome.reason })));
-      if (outcome.log) console.log(`${t('cli.logEnd', { log: SERVER_LOG })}\n${outcome.log}`);
+      out.log(c.red(t('cli.startFailed', { reason: outcome.reason })));
+      if (outcome.log) out.log(`${t('cli.logEnd', { log: SERVER_LOG })}\n${outcome.log}`);
       return 1;
   }
 }
@@ -90,6 +95,8 @@ function printStart(outcome: Awaited<ReturnType<typeof startLabServer>>, workspa
  * @throws SetupError for an unknown --track
  */
 export async function startCommand(options: WorkspaceOptions & { lang?: string; port?: number; force?: boolean; brief?: boolean; track?: string }): Promise<number> {
+  const out = outputOf(options);
+  const { c } = out;
   const workspace = workspaceDir(options);
   // The command line chose the language (--lang, else this workspace's, else LANG/LC_ALL).
   const lang = language();
@@ -101,49 +108,53 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
     s.startedAt ??= new Date().toISOString();
     if (chosen) s.track = chosen.id;
   });
-  if (report.written.length) console.log(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
-  if (report.kept.length) console.log(t(report.kept.length === 1 ? 'cli.kept.one' : 'cli.kept.many', { files: report.kept.join(', ') }));
-  if (report.backup) console.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, report.backup) })));
+  if (report.written.length) out.log(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
+  if (report.kept.length) out.log(t(report.kept.length === 1 ? 'cli.kept.one' : 'cli.kept.many', { files: report.kept.join(', ') }));
+  if (report.backup) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, report.backup) })));
   if (trackId === 'advanced') {
     const frame = upgradeFrame(workspace);
-    if (frame.kind === 'upgraded') console.log(c.yellow(t('cli.track.upgraded', { dir: frame.backup })));
-    if (frame.kind === 'no-markers') console.log(c.yellow(t('cli.track.noMarkers')));
+    if (frame.kind === 'upgraded') out.log(c.yellow(t('cli.track.upgraded', { dir: frame.backup })));
+    if (frame.kind === 'no-markers') out.log(c.yellow(t('cli.track.noMarkers')));
   }
   const { command } = openWorkspace(workspace);
-  const code = printStart(await startLabServer(workspace, command, options.port), workspace);
+  const code = printStart(await startLabServer(workspace, command, options.port), workspace, out);
   if (options.brief) return code;
   const onPath = await pathAdvice();
-  if (onPath) console.log(`\n${c.yellow(onPath)}`);
-  console.log(`\n${t('cli.stepsHeading')}\n${stepList(workspace)}\n`);
-  console.log(sheetSection(readSheet(workspace), currentTrack(workspace).steps[0].id) ?? '');
-  console.log(`\n${c.dim(t('cli.startFooter'))}`);
+  if (onPath) out.log(`\n${c.yellow(onPath)}`);
+  out.log(`\n${t('cli.stepsHeading')}\n${stepList(workspace, c)}\n`);
+  out.log(sheetSection(readSheet(workspace), currentTrack(workspace).steps[0].id) ?? '');
+  out.log(`\n${c.dim(t('cli.startFooter'))}`);
   return code;
 }
 
 /** `idem-lab stop`: stop the recorded server by its process group. */
 export async function stopCommand(options: WorkspaceOptions): Promise<number> {
+  const out = outputOf(options);
+  const { c } = out;
   const { workspace, command } = openWorkspace(workspaceDir(options));
   const outcome = await stopLabServer(workspace, command);
-  if (outcome.kind === 'none') console.log(t('cli.stop.none'));
-  if (outcome.kind === 'dead') console.log(c.yellow(`${t('cli.stop.dead', { pid: outcome.pid, log: SERVER_LOG })}\n${logTail(workspace)}`));
-  if (outcome.kind === 'stopped') console.log(t('cli.stop.stopped', { pid: outcome.pid }));
-  if (outcome.kind === 'foreign') console.log(c.yellow(t('cli.stop.foreign', { pid: outcome.pid })));
-  if (outcome.kind === 'failed') console.log(c.red(t('cli.stop.failed', { pid: outcome.pid })));
+  if (outcome.kind === 'none') out.log(t('cli.stop.none'));
+  if (outcome.kind === 'dead') out.log(c.yellow(`${t('cli.stop.dead', { pid: outcome.pid, log: SERVER_LOG })}\n${logTail(workspace)}`));
+  if (outcome.kind === 'stopped') out.log(t('cli.stop.stopped', { pid: outcome.pid }));
+  if (outcome.kind === 'foreign') out.log(c.yellow(t('cli.stop.foreign', { pid: outcome.pid })));
+  if (outcome.kind === 'failed') out.log(c.red(t('cli.stop.failed', { pid: outcome.pid })));
   return outcome.kind === 'failed' ? 1 : 0;
 }
 
 /** `idem-lab restart`: stop, then start on the same port. */
 export async function restartCommand(options: WorkspaceOptions): Promise<number> {
+  const out = outputOf(options);
+  const { c } = out;
   const { workspace, command } = openWorkspace(workspaceDir(options));
   const stopped = await stopLabServer(workspace, command);
-  if (stopped.kind === 'stopped') console.log(t('cli.stop.stopped', { pid: stopped.pid }));
-  if (stopped.kind === 'dead') console.log(c.yellow(t('cli.restart.dead', { pid: stopped.pid })));
-  if (stopped.kind === 'foreign') console.log(c.yellow(t('cli.stop.foreign', { pid: stopped.pid })));
+  if (stopped.kind === 'stopped') out.log(t('cli.stop.stopped', { pid: stopped.pid }));
+  if (stopped.kind === 'dead') out.log(c.yellow(t('cli.restart.dead', { pid: stopped.pid })));
+  if (stopped.kind === 'foreign') out.log(c.yellow(t('cli.stop.foreign', { pid: stopped.pid })));
   if (stopped.kind === 'failed') {
-    console.log(c.red(t('cli.stop.failed', { pid: stopped.pid })));
+    out.log(c.red(t('cli.stop.failed', { pid: stopped.pid })));
     return 1;
   }
-  return printStart(await startLabServer(workspace, command), workspace);
+  return printStart(await startLabServer(workspace, command), workspace, out);
 }
 
 /**
@@ -161,39 +172,43 @@ export function localTime(iso: string | undefined): string {
 
 /** `idem-lab status`: the server's state and every step's last verdict. */
 export async function statusCommand(options: WorkspaceOptions): Promise<number> {
+  const out = outputOf(options);
+  const { c } = out;
   const { workspace } = openWorkspace(workspaceDir(options));
   const state = readState(workspace);
   const recorded = recordedServer(workspace, state);
   if (recorded.kind === 'none') {
-    console.log(t('cli.status.none'));
+    out.log(t('cli.status.none'));
   } else if (recorded.kind === 'gone') {
-    console.log(c.yellow(t('cli.status.crashed', { pid: recorded.pid, log: SERVER_LOG })));
+    out.log(c.yellow(t('cli.status.crashed', { pid: recorded.pid, log: SERVER_LOG })));
   } else if (recorded.kind === 'foreign') {
-    console.log(c.yellow(t('cli.status.foreign', { pid: recorded.pid })));
+    out.log(c.yellow(t('cli.status.foreign', { pid: recorded.pid })));
   } else {
     const healthy = state.port ? await isHealthy(state.port) : false;
-    console.log(`${t('cli.status.running', { pid: recorded.pid, port: String(state.port) })}${healthy ? '' : c.yellow(t('cli.status.unhealthy'))}`);
+    out.log(`${t('cli.status.running', { pid: recorded.pid, port: String(state.port) })}${healthy ? '' : c.yellow(t('cli.status.unhealthy'))}`);
   }
   const steps = state.steps ?? {};
   const track = currentTrack(workspace);
-  console.log(formatProgress(passedIn(track, workspace), track.steps.length, c) + '\n');
+  out.log(formatProgress(passedIn(track, workspace), track.steps.length, c) + '\n');
   for (const step of track.steps) {
     const s = steps[step.id];
     const when = s?.passedAt ? c.dim(`  ${t('cli.status.lastPassed', { when: localTime(s.passedAt) })}`) : s ? c.dim(`  ${t('cli.status.lastChecked', { when: localTime(s.checkedAt) })}`) : '';
     const mark = !s ? c.dim(t('cli.status.notTried')) : s.status === 'pass' ? c.green(t('cli.status.passed')) : c.red(t('cli.status.failed'));
-    console.log(`  ${step.id} ${step.slug.padEnd(9)} ${mark}${when}`);
+    out.log(`  ${step.id} ${step.slug.padEnd(9)} ${mark}${when}`);
   }
   return 0;
 }
 
 /** `idem-lab probe [KEY] [BODY]`: one POST /pay to the running server, printed as probe.sh does. */
 export async function probeCommand(key: string | undefined, body: string | undefined, options: WorkspaceOptions & { port?: number }): Promise<number> {
+  const out = outputOf(options);
+  const { c } = out;
   const workspace = workspaceDir(options);
   const port = options.port ?? readState(workspace).port ?? DEFAULT_PORT;
   const exchange = await send({ label: 'lab', port }, 'POST', '/pay', { key, body: body ?? JSON.stringify(DEFAULT_PAYMENT) }, { connectMs: 2000, answerMs: 10_000 });
-  for (const line of formatExchange(exchange)) console.log(line);
+  for (const line of formatExchange(exchange)) out.log(line);
   if (exchange.error) {
-    console.log(c.dim(t('cli.probe.noServer', { port })));
+    out.log(c.dim(t('cli.probe.noServer', { port })));
     return 1;
   }
   return 0;
@@ -201,9 +216,10 @@ export async function probeCommand(key: string | undefined, body: string | undef
 
 /** `idem-lab ledger`: every ledger row of the workspace's lab.db, as ledger.sh prints them. */
 export function ledgerCommand(options: WorkspaceOptions): number {
+  const out = outputOf(options);
   const workspace = workspaceDir(options);
   const db = path.resolve(workspace, process.env.IDEM_DB ?? 'lab.db');
-  for (const line of formatLedger(readLedger(db))) console.log(line);
+  for (const line of formatLedger(readLedger(db))) out.log(line);
   return 0;
 }
 
@@ -212,11 +228,12 @@ export function ledgerCommand(options: WorkspaceOptions): number {
  * or $IDEM_PROVIDER_LOG), each charge beside its ledger row, as ./statement.sh prints it.
  */
 export function statementCommand(options: WorkspaceOptions): number {
+  const out = outputOf(options);
   const workspace = workspaceDir(options);
   const log = path.resolve(workspace, process.env.IDEM_PROVIDER_LOG ?? PROVIDER_LOG);
   const charges = readStatement(log);
   if (charges === undefined) {
-    console.log(t('cli.statement.none', { log }));
+    out.log(t('cli.statement.none', { log }));
     return 1;
   }
   const rows = readLedger(path.resolve(workspace, process.env.IDEM_DB ?? 'lab.db'));
@@ -227,17 +244,18 @@ export function statementCommand(options: WorkspaceOptions): number {
     unpaid: (id) => t('cli.statement.unpaid', { id }),
     summary: (n, m) => t('cli.statement.summary', { charges: n, rows: m }),
   });
-  for (const line of lines) console.log(line);
+  for (const line of lines) out.log(line);
   return 0;
 }
 
 /** `idem-lab show [N]`: the step's section of the lab sheet; without N, the current step's. */
 export function showCommand(selector: string | undefined, options: WorkspaceOptions): number {
+  const out = outputOf(options);
   const workspace = workspaceDir(options);
   const step = stepOrCurrent(selector, workspace);
   const section = sheetSection(readSheet(workspace), step.id);
   if (!section) throw new SetupError(t('cli.show.noSection', { id: step.id }));
-  console.log(section);
+  out.log(section);
   return 0;
 }
 
@@ -248,6 +266,8 @@ export function showCommand(selector: string | undefined, options: WorkspaceOpti
  *   one where the hints are shown (default: run `idem-lab hint N` again)
  */
 export function hintCommand(selector: string | undefined, options: WorkspaceOptions & { reset?: boolean; more?: string }): number {
+  const out = outputOf(options);
+  const { c } = out;
   const workspace = workspaceDir(options);
   const step = stepOrCurrent(selector, workspace);
   const state = updateState(workspace, (s) => {
@@ -256,8 +276,8 @@ export function hintCommand(selector: string | undefined, options: WorkspaceOpti
   });
   const shown = state.hintsShown?.[step.id] ?? 1;
   const hints = step.hints;
-  hints.slice(0, shown).forEach((hint, i) => console.log(t('cli.hint', { n: i + 1, total: hints.length, id: step.id, slug: step.slug, hint })));
-  console.log(c.dim(shown < hints.length ? (options.more ?? t('cli.hint.more', { id: step.id })) : t('cli.hint.last', { id: step.id })));
+  hints.slice(0, shown).forEach((hint, i) => out.log(t('cli.hint', { n: i + 1, total: hints.length, id: step.id, slug: step.slug, hint })));
+  out.log(c.dim(shown < hints.length ? (options.more ?? t('cli.hint.more', { id: step.id })) : t('cli.hint.last', { id: step.id })));
   return 0;
 }
 
@@ -269,6 +289,8 @@ export function hintCommand(selector: string | undefined, options: WorkspaceOpti
  * @throws SetupError for an unknown step or a folder that is no workspace
  */
 export function resetCommand(selector: string, options: WorkspaceOptions): number {
+  const out = outputOf(options);
+  const { c } = out;
   const { workspace } = openWorkspace(workspaceDir(options));
   const step = chooseSteps([selector], currentTrack(workspace))[0];
   const name = step.live ? 'server.py' : step.file?.name;
@@ -280,14 +302,14 @@ export function resetCommand(selector: string, options: WorkspaceOptions): numbe
     updateState(workspace, (s) => {
       s.laid = { ...(s.laid ?? {}), 'server.py': sha256(file) };
     });
-    console.log(t('cli.reset.server', { id: step.id }));
+    out.log(t('cli.reset.server', { id: step.id }));
   } else if (backup) {
     fs.rmSync(file, { force: true });
-    console.log(t('cli.reset.file', { file: name, id: step.id }));
+    out.log(t('cli.reset.file', { file: name, id: step.id }));
   } else {
-    console.log(t('cli.reset.nothing', { file: name }));
+    out.log(t('cli.reset.nothing', { file: name }));
   }
-  if (backup) console.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, backup) })));
+  if (backup) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, backup) })));
   return 0;
 }
 
@@ -299,6 +321,8 @@ export function resetCommand(selector: string, options: WorkspaceOptions): numbe
  * @throws SetupError for a folder that is no workspace or a backup that does not exist
  */
 export function restoreCommand(which: string | undefined, options: WorkspaceOptions): number {
+  const out = outputOf(options);
+  const { c } = out;
   const workspace = workspaceDir(options);
   const backups = listBackups(workspace);
   if (backups.length === 0) throw new SetupError(t('cli.restore.none'));
@@ -311,9 +335,9 @@ export function restoreCommand(which: string | undefined, options: WorkspaceOpti
     fs.mkdirSync(path.dirname(path.join(workspace, f)), { recursive: true });
     fs.copyFileSync(path.join(chosen, f), path.join(workspace, f));
   }
-  console.log(t('cli.restore.done', { files: files.join(', '), dir: path.relative(workspace, chosen) }));
-  if (before) console.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, before) })));
-  if (changed.includes('server.py')) console.log(c.dim(t('cli.restore.restart')));
+  out.log(t('cli.restore.done', { files: files.join(', '), dir: path.relative(workspace, chosen) }));
+  if (before) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, before) })));
+  if (changed.includes('server.py')) out.log(c.dim(t('cli.restore.restart')));
   return 0;
 }
 
@@ -398,6 +422,8 @@ export function answerFiles(step: Step, lang = language()): { server?: string; f
  * @throws SetupError for an unknown step or one that does not pass yet
  */
 export function solutionCommand(selector: string | undefined, options: WorkspaceOptions): number {
+  const out = outputOf(options);
+  const { c } = out;
   const workspace = workspaceDir(options);
   const steps = readState(workspace).steps ?? {};
   const track = currentTrack(workspace);
@@ -405,12 +431,12 @@ export function solutionCommand(selector: string | undefined, options: Workspace
   const step = selector !== undefined ? chooseSteps([selector], track)[0] : (passing[passing.length - 1] ?? track.steps[0]);
   if (steps[step.id]?.status !== 'pass') throw new SetupError(t('solution.notPassed', { id: step.id }));
   const answer = answerFiles(step);
-  console.log(c.bold(t('solution.heading', { id: step.id, slug: step.slug })));
-  console.log(t(`answer.${step.id}` as MessageKey));
-  if (answer.server) console.log(`\n${c.dim(t('solution.server'))}\n\n${fs.readFileSync(answer.server, 'utf8').trimEnd()}`);
-  if (answer.file && step.file) console.log(`\n${c.dim(t('solution.file', { file: step.file.name }))}\n\n${fs.readFileSync(answer.file, 'utf8').trimEnd()}`);
+  out.log(c.bold(t('solution.heading', { id: step.id, slug: step.slug })));
+  out.log(t(`answer.${step.id}` as MessageKey));
+  if (answer.server) out.log(`\n${c.dim(t('solution.server'))}\n\n${fs.readFileSync(answer.server, 'utf8').trimEnd()}`);
+  if (answer.file && step.file) out.log(`\n${c.dim(t('solution.file', { file: step.file.name }))}\n\n${fs.readFileSync(answer.file, 'utf8').trimEnd()}`);
   // The npm package leaves the reference answers out (they are the graded work); a clone of the repository has them.
-  if (!answer.server && !answer.file) console.log(`\n${c.dim(t('solution.notShipped'))}`);
+  if (!answer.server && !answer.file) out.log(`\n${c.dim(t('solution.notShipped'))}`);
   return 0;
 }
 
@@ -424,9 +450,9 @@ export function formatDuration(ms: number): string {
  * The end-of-track summary, for when every step of `track` (default: the workspace's)
  * passes: what each step proved, how long the lab took (from `startedAt` in state.json,
  * else the workspace's .idem-lab folder, to the last pass), where the learner's answers
- * are, and how to see the reference answers.
+ * are, and how to see the reference answers; coloured by `c` (default: as stdout allows).
  */
-export function labSummary(workspace: string, track: Track = currentTrack(workspace)): string {
+export function labSummary(workspace: string, c: ChalkInstance = processOutput().c, track: Track = currentTrack(workspace)): string {
   const state = readState(workspace);
   const passes = track.steps.map((s) => state.steps?.[s.id]?.passedAt).filter((x): x is string => x !== undefined).sort();
   let startedAt = state.startedAt;

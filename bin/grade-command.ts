@@ -26,6 +26,7 @@ import { sandboxFor } from './check-command.js';
 import { writeFile } from '../grader/reporters/index.js';
 import { allSteps, configForTrack, resolveTrack } from './tracks.js';
 import { openWorkspace } from '../lab/workspace.js';
+import { outputOf, type Output } from './output.js';
 
 /** Options of `idem-lab grade`. */
 export interface GradeCommandOptions {
@@ -45,6 +46,8 @@ export interface GradeCommandOptions {
   sandbox?: string;
   /** --track ID: the track whose steps are graded (default basic). */
   track?: string;
+  /** Where the gradebook (out.log) and the progress (out.error) go; default the process's stdout and stderr. */
+  out?: Output;
 }
 
 /** Exit codes of `idem-lab grade`. */
@@ -60,11 +63,19 @@ function wholeNumber(value: string | undefined, name: string, fallback: number, 
 }
 
 
+/** Where cohortProgress writes: process.stderr, or any stream with a write (then a line per workspace unless isTTY). */
+export interface ProgressStream {
+  isTTY?: boolean;
+  /** Its width in columns, for a terminal (default 100). */
+  columns?: number;
+  write(text: string): unknown;
+}
+
 /**
  * Progress of a cohort on `stream` (stderr): one line rewritten in place on a terminal, cut
  * to its width; a line per finished workspace otherwise.
  */
-export function cohortProgress(total: number, stream: NodeJS.WriteStream = process.stderr) {
+export function cohortProgress(total: number, stream: ProgressStream = process.stderr) {
   const counts = { pass: 0, fail: 0, error: 0 };
   let running = 0;
   let done = 0;
@@ -116,8 +127,10 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   // Every server runs in a sandbox that hides every student's folder, its own included (it runs in a copy).
   const sandbox = STEPS.some((s) => s.live) ? await sandboxFor(options.sandbox, 'required', dirs.map((d) => path.resolve(d))) : undefined;
   installExitHooks();
-  if (shard) console.error(t('cohort.shard.slice', { shard: `${shard.index}/${shard.count}`, count: slice.dirs.length, total: dirs.length }));
-  const shown = cohortProgress(slice.dirs.length);
+  const out = outputOf(options);
+  if (shard) out.error(t('cohort.shard.slice', { shard: `${shard.index}/${shard.count}`, count: slice.dirs.length, total: dirs.length }));
+  // Given an output, a line per workspace on its complaints side; else stderr, rewritten in place on a terminal.
+  const shown = cohortProgress(slice.dirs.length, options.out ? { write: (text) => out.error(text.replace(/\n$/, '')) } : process.stderr);
   const book = await gradeCohort({
     dirs: slice.dirs,
     names: slice.names,
@@ -132,7 +145,7 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
     ...(shard ? { shard: { ...shard, total: dirs.length } } : {}),
   });
   shown.end();
-  console.log(formatGradebook(book, process.stdout.columns || 120));
+  out.log(formatGradebook(book, out.columns || 120));
   if (options.csv) writeFile(options.csv, gradebookCsv(book));
   if (options.json) writeFile(options.json, JSON.stringify(gradebookJson(book), null, 2) + '\n');
   return book.rows.some((r) => r.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;
@@ -144,6 +157,8 @@ export interface MergeCommandOptions {
   json?: string;
   /** --csv FILE: the merged gradebook as CSV. */
   csv?: string;
+  /** Where the table (out.log) and the summary line (out.error) go; default the process's stdout and stderr. */
+  out?: Output;
 }
 
 /**
@@ -157,8 +172,9 @@ export interface MergeCommandOptions {
 export function mergeCommand(files: string[], options: MergeCommandOptions): number {
   if (files.length === 0) throw new SetupError(t('gradebook.merge.none'));
   const merged = readAndMergeGradebooks(files);
-  console.log(formatGradebook(tableOf(merged), process.stdout.columns || 120));
-  console.error(t('gradebook.merge.done', { files: files.length, count: merged.students.length }));
+  const out = outputOf(options);
+  out.log(formatGradebook(tableOf(merged), out.columns || 120));
+  out.error(t('gradebook.merge.done', { files: files.length, count: merged.students.length }));
   if (options.json) writeFile(options.json, JSON.stringify(merged, null, 2) + '\n');
   if (options.csv) writeFile(options.csv, gradebookCsv(merged));
   return merged.students.some((s) => s.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;

@@ -2,35 +2,43 @@
  * `idem-lab` alone in a terminal: a menu of the steps with their state, the server's
  * state and the progress, and the actions a learner takes most: read a step, check it,
  * show a hint, start, stop or restart the server. Without a terminal it prints the step
- * list and returns: nothing ever waits for input in CI.
+ * list and returns: nothing ever waits for input in CI. It prints, and prompts, through
+ * the Output it is given (output.ts), so a test can drive it in process.
  */
 import readline from 'node:readline';
 import { t } from '../i18n/index.js';
 import select, { Separator } from '@inquirer/select';
 import { SetupError } from '../grader/failure.js';
-import { colourFor, formatProgress } from '../grader/reporters/human.js';
+import { formatProgress } from '../grader/reporters/human.js';
+import type { ChalkInstance } from 'chalk';
 import { currentTrack } from './tracks.js';
 import type { Step } from '../grader/track.js';
 import { hintCommand, localTime, restartCommand, showCommand, startCommand, stepList, stopCommand, workspaceDir, type WorkspaceOptions } from './commands.js';
 import { ownServer } from '../lab/runner.js';
 import { nextStepToDo } from './watch.js';
 import { openWorkspace, readState } from '../lab/workspace.js';
+import { outputOf, processOutput, type Output } from './output.js';
 
 type Choice = { kind: 'step'; step: Step } | { kind: 'start' | 'stop' | 'restart' | 'quit' };
 type StepAction = 'read' | 'check' | 'hint' | 'back';
 
-/** Whether the menu may run: stdin and stdout are both terminals. */
-export function canPrompt(): boolean {
-  return process.stdin.isTTY === true && process.stdout.isTTY === true;
+/** Options of the menu. */
+export interface MenuOptions extends WorkspaceOptions {
+  /** Ends the menu as Ctrl-C does (exit code 0), for a caller that runs it in process. */
+  signal?: AbortSignal;
 }
 
-/** The step list and the progress count, for `idem-lab` without a terminal. */
-export function stepListText(workspace: string): string {
-  const c = colourFor(process.stdout);
+/** Whether the menu may run on `out` (default the process's): keys can be read, and the report goes to a terminal. */
+export function canPrompt(out: Output = processOutput()): boolean {
+  return out.terminal !== undefined && out.isTTY;
+}
+
+/** The step list and the progress count, for `idem-lab` without a terminal; coloured by `c` (default: as stdout allows). */
+export function stepListText(workspace: string, c: ChalkInstance = processOutput().c): string {
   const steps = readState(workspace).steps ?? {};
   const STEPS = currentTrack(workspace).steps;
   const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
-  return `${t('cli.stepsHeading')}\n${stepList(workspace)}\n\n${formatProgress(passed, STEPS.length, c)}`;
+  return `${t('cli.stepsHeading')}\n${stepList(workspace, c)}\n\n${formatProgress(passed, STEPS.length, c)}`;
 }
 
 /** `running (pid 4242) on http://127.0.0.1:8000`, or why it is not. */
@@ -50,42 +58,50 @@ function isCancel(err: unknown): boolean {
   return err instanceof Error && (err.name === 'ExitPromptError' || err.name === 'AbortPromptError');
 }
 
-/** Runs one action; a SetupError is printed and the menu goes on. */
-async function attempt(action: () => Promise<number> | number): Promise<void> {
+/** Runs one action; a SetupError is printed on `out` and the menu goes on. */
+async function attempt(out: Output, action: () => Promise<number> | number): Promise<void> {
   try {
     await action();
   } catch (err) {
-    if (err instanceof SetupError) console.log(`idem-lab: ${err.message}`);
+    if (err instanceof SetupError) out.log(`idem-lab: ${err.message}`);
     else throw err;
   }
 }
 
-/** Waits for Enter (or Ctrl-C), so what an action printed can be read before the menu returns. */
-function pause(prompt: string): Promise<void> {
+/** Waits for Enter (or Ctrl-C, or `signal`), so what an action printed can be read before the menu returns. */
+function pause(prompt: string, terminal: NonNullable<Output['terminal']>, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve) => {
-    const rl = readline.createInterface({ input: process.stdin, output: process.stdout });
+    const rl = readline.createInterface({ input: terminal.input, output: terminal.output });
     const done = () => {
+      signal?.removeEventListener('abort', done);
       rl.close();
       resolve();
     };
+    signal?.addEventListener('abort', done);
     rl.once('SIGINT', done);
     rl.question(prompt, done);
+    if (signal?.aborted) done();
   });
 }
 
 /**
- * The menu, until the learner quits (Quit, Ctrl-C or Escape on the main menu). Without a
- * terminal on stdin and stdout, prints the step list instead.
+ * The menu, until the learner quits (Quit, Ctrl-C or Escape on the main menu, or
+ * `options.signal`). Without a terminal on its output (see canPrompt), prints the step
+ * list instead. Prompts read keys from `options.out`'s terminal and draw on it.
  * @returns 0
  */
-export async function menuCommand(options: WorkspaceOptions): Promise<number> {
+export async function menuCommand(options: MenuOptions): Promise<number> {
   const workspace = workspaceDir(options);
-  if (!canPrompt()) {
-    console.log(`${stepListText(workspace)}\n\n${t('cli.noArgs.more')}`);
+  const out = outputOf(options);
+  const { c, terminal } = out;
+  if (!canPrompt(out) || !terminal) {
+    out.log(`${stepListText(workspace, c)}\n\n${t('cli.noArgs.more')}`);
     return 0;
   }
-  const c = colourFor(process.stdout);
-  const dir = { dir: workspace };
+  const { signal } = options;
+  // The prompts' keys and screen (@inquirer's context).
+  const context = { input: terminal.input, output: terminal.output, signal };
+  const dir = { dir: workspace, out };
   // The key help under the list, in the learner's language.
   const theme = { style: { keysHelpTip: () => c.dim(`↑↓ ${t('menu.keys.navigate')} • ⏎ ${t('menu.keys.select')}`) } };
   for (;;) {
@@ -94,9 +110,10 @@ export async function menuCommand(options: WorkspaceOptions): Promise<number> {
     const STEPS = currentTrack(workspace).steps;
     const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
     const server = serverLine(workspace);
-    console.log(`\n${c.bold('idem-lab')}  ${t('menu.tagline')}`);
-    console.log(t('menu.server', { state: server.text }));
-    console.log(formatProgress(passed, STEPS.length, c));
+    if (signal?.aborted) return 0;
+    out.log(`\n${c.bold('idem-lab')}  ${t('menu.tagline')}`);
+    out.log(t('menu.server', { state: server.text }));
+    out.log(formatProgress(passed, STEPS.length, c));
     const stepChoices = STEPS.map((step) => {
       const s = steps[step.id];
       const mark = !s ? '·' : s.status === 'pass' ? '✓' : '✗';
@@ -125,18 +142,18 @@ export async function menuCommand(options: WorkspaceOptions): Promise<number> {
         default: stepChoices.find((ch) => ch.value.kind === 'step' && ch.value.step === todo)?.value,
         pageSize: STEPS.length + 4,
         loop: false,
-      });
+      }, context);
     } catch (err) {
       if (isCancel(err)) return 0;
       throw err;
     }
     if (choice.kind === 'quit') return 0;
     const back = c.dim(`\n${t('menu.pause')}`);
-    if (choice.kind === 'start') await attempt(() => startCommand({ ...dir, lang: state.lang, brief: true }));
-    if (choice.kind === 'stop') await attempt(() => stopCommand(dir));
-    if (choice.kind === 'restart') await attempt(() => restartCommand(dir));
+    if (choice.kind === 'start') await attempt(out, () => startCommand({ ...dir, lang: state.lang, brief: true }));
+    if (choice.kind === 'stop') await attempt(out, () => stopCommand(dir));
+    if (choice.kind === 'restart') await attempt(out, () => restartCommand(dir));
     if (choice.kind !== 'step') {
-      await pause(back);
+      await pause(back, terminal, signal);
       continue;
     }
     const step = choice.step;
@@ -152,14 +169,14 @@ export async function menuCommand(options: WorkspaceOptions): Promise<number> {
         ],
         theme,
         loop: false,
-      });
+      }, context);
     } catch (err) {
       if (isCancel(err)) continue;
       throw err;
     }
-    if (action === 'read') await attempt(() => showCommand(step.id, dir));
-    if (action === 'hint') await attempt(() => hintCommand(step.id, { ...dir, more: t('menu.hint.more', { hint: t('menu.hint') }) }));
-    if (action === 'check') await attempt(async () => (await import('./check-command.js')).checkCommand([step.id], dir));
-    if (action !== 'back') await pause(back);
+    if (action === 'read') await attempt(out, () => showCommand(step.id, dir));
+    if (action === 'hint') await attempt(out, () => hintCommand(step.id, { ...dir, more: t('menu.hint.more', { hint: t('menu.hint') }) }));
+    if (action === 'check') await attempt(out, async () => (await import('./check-command.js')).checkCommand([step.id], dir));
+    if (action !== 'back') await pause(back, terminal, signal);
   }
 }

@@ -5,7 +5,8 @@
  */
 import path from 'node:path';
 import { SetupError } from '../grader/failure.js';
-import { colourFor, formatProgress } from '../grader/reporters/human.js';
+import { formatProgress } from '../grader/reporters/human.js';
+import type { ChalkInstance } from 'chalk';
 import { language, t } from '../i18n/index.js';
 import { upgradeFrame } from '../lab/frame.js';
 import { recordedServer } from '../lab/runner.js';
@@ -14,12 +15,10 @@ import { isTrackId, layWorkspace, openWorkspace, readState, updateState, TRACK_I
 import { workspaceDir } from '../lab/paths.js';
 import { TRACKS } from '../steps/index.js';
 import { currentTrack } from './tracks.js';
-
-/** Where a command writes its lines (console.log by default). */
-export type Print = (line: string) => void;
+import { outputOf, type Output } from './output.js';
 
 /** Per track: `* basic     8 steps, 8 pass`, the current one starred. */
-function trackLines(workspace: string, c: ReturnType<typeof colourFor>): string[] {
+function trackLines(workspace: string, c: ChalkInstance): string[] {
   const steps = readState(workspace).steps ?? {};
   const current = currentTrack(workspace);
   return TRACKS.map((track) => {
@@ -36,8 +35,10 @@ function trackLines(workspace: string, c: ReturnType<typeof colourFor>): string[
  * @returns 0
  * @throws SetupError for an unknown track or a folder that is no workspace
  */
-export function trackCommand(id: string | undefined, options: { dir?: string }, print: Print = (line) => console.log(line)): number {
-  const c = colourFor(process.stdout);
+export function trackCommand(id: string | undefined, options: { dir?: string; out?: Output }): number {
+  const out = outputOf(options);
+  const { c } = out;
+  const print = (line: string) => out.log(line);
   const { workspace } = openWorkspace(workspaceDir(options));
   if (id === undefined) {
     for (const line of trackLines(workspace, c)) print(line);

@@ -3,6 +3,8 @@
  * saved, restarting the learner's server first when server.py changed, and moves on to
  * the next step when it passes (like rustlings' watch mode). Saves in quick succession
  * are merged: one check at a time, and one follow-up check for everything saved during it.
+ * It prints, and reads its keys, through the Output it is given (output.ts), so a test can
+ * run it in process and stop it with an AbortSignal.
  */
 import path from 'node:path';
 import { t } from '../i18n/index.js';
@@ -11,18 +13,21 @@ import { watch as watchFiles } from 'chokidar';
 import { grade } from '../grader/engine.js';
 import { killAllServersNow } from '../grader/server.js';
 import { runExitTasks } from '../grader/cleanup.js';
-import { colourFor, formatProgress, formatResult } from '../grader/reporters/human.js';
+import { formatProgress, formatResult } from '../grader/reporters/human.js';
 import { passedCount, prepareCheck, saveVerdicts } from './check-command.js';
 import { chooseSteps } from './tracks.js';
 import { Coalescer } from '../lab/coalesce.js';
 import { hintCommand, labSummary, nextStepToDo, restartCommand, type WorkspaceOptions } from './commands.js';
 import { DEFAULT_PORT, ownServer } from '../lab/runner.js';
 import { readState } from '../lab/workspace.js';
+import { outputOf } from './output.js';
 
 /** Options of `idem-lab watch`. */
 export interface WatchOptions extends WorkspaceOptions {
   /** Quiet time after the last save before a check starts, in ms (default 200). */
   debounceMs?: number;
+  /** Stops watch mode as q does (exit code 0), for a caller that runs it in process. */
+  signal?: AbortSignal;
 }
 
 export { nextStepToDo } from './commands.js';
@@ -31,7 +36,8 @@ export { nextStepToDo } from './commands.js';
 const NOISE = /(?:^|\/)(?:\.[^/]+|[^/]*\.(?:db|db-journal|db-wal|db-shm|log|swp|swx|tmp)|[^/]*~|__pycache__|node_modules)$/;
 
 /**
- * Watches the workspace until the learner quits (q, Ctrl-C, SIGTERM) or every step passes.
+ * Watches the workspace until the learner quits (q, Ctrl-C, SIGTERM, `options.signal`) or
+ * every step passes. Keys are read from `options.out`'s terminal when it has one.
  * Checks the current step once at the start. Stops every server a check started before it
  * returns; leaves the learner's own server running (restarted when server.py changed).
  * @param selector the step to start with (id or slug); default the first one not passing
@@ -46,19 +52,21 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   const stayOn = selector && current && readState(workspace).steps?.[current.id]?.status === 'pass' ? current : undefined;
   // Set when a restart after a save failed (watch stopped the server): the next save starts it again.
   let serverDown = false;
-  const c = colourFor(process.stdout);
+  const out = outputOf(options);
+  const { c } = out;
   if (!current) {
-    console.log(c.green(t('watch.allPass', { total: STEPS.length })));
+    out.log(c.green(t('watch.allPass', { total: STEPS.length })));
     return 0;
   }
   const serverFile = command.args[command.args.length - 1] ?? command.file;
-  const keys = process.stdin.isTTY === true;
+  const keyboard = out.terminal?.input;
+  const keys = keyboard !== undefined;
   const watchedNames = () => [serverFile, ...(current?.file ? [current.file.name] : [])];
 
   const footer = () => {
     const files = watchedNames().join(t('watch.and'));
     const actions = keys ? t('watch.keys') : t('watch.noKeys');
-    console.log(c.dim(`\n${t('watch.footer', { files, id: current?.id ?? '', slug: current?.slug ?? '', actions })}`));
+    out.log(c.dim(`\n${t('watch.footer', { files, id: current?.id ?? '', slug: current?.slug ?? '', actions })}`));
   };
 
   let stopping = false;
@@ -68,37 +76,37 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   const check = async ({ reasons }: { reasons: string[] }) => {
     const step = current;
     if (!step || stopping) return;
-    if (process.stdout.isTTY) process.stdout.write('\x1b[2J\x1b[H');
+    if (out.isTTY) out.write('\x1b[2J\x1b[H');
     const saved = reasons.filter((r) => r !== 'start' && r !== 'key');
-    if (saved.length) console.log(c.dim(t('watch.saved', { files: saved.join(', ') })));
+    if (saved.length) out.log(c.dim(t('watch.saved', { files: saved.join(', ') })));
     if (saved.includes(serverFile)) {
-      if (ownServer(workspace) || serverDown) serverDown = (await restartCommand({ dir: workspace })) !== 0;
-      else console.log(c.dim(t('watch.serverNotRunning')));
+      if (ownServer(workspace) || serverDown) serverDown = (await restartCommand({ dir: workspace, out })) !== 0;
+      else out.log(c.dim(t('watch.serverNotRunning')));
     }
-    console.log(t('watch.checking', { id: step.id, slug: step.slug }));
+    out.log(t('watch.checking', { id: step.id, slug: step.slug }));
     const [result] = await grade({ workspace, command, steps: [step], concurrency: 1 });
     if (stopping) return;
-    saveVerdicts(workspace, [result]);
-    console.log(formatResult(result, c, { replayPort: readState(workspace).port ?? DEFAULT_PORT }));
-    console.log(formatProgress(passedCount(workspace), STEPS.length, c));
+    saveVerdicts(workspace, [result], out);
+    out.log(formatResult(result, c, { replayPort: readState(workspace).port ?? DEFAULT_PORT }));
+    out.log(formatProgress(passedCount(workspace), STEPS.length, c));
     if (result.status === 'pass' && step === stayOn) {
-      console.log(c.dim(t('watch.stayOn', { id: step.id })));
+      out.log(c.dim(t('watch.stayOn', { id: step.id })));
     } else if (result.status === 'pass') {
       const next = nextStepToDo(workspace, step);
       if (!next) {
-        console.log(c.green(`\n${t('watch.done', { total: STEPS.length })}`));
-        console.log(`\n${labSummary(workspace)}`);
+        out.log(c.green(`\n${t('watch.done', { total: STEPS.length })}`));
+        out.log(`\n${labSummary(workspace, c)}`);
         finish(0);
         return;
       }
       current = next;
-      console.log(`\n${c.bold(t('watch.next', { id: next.id, slug: next.slug }))}  ${next.title}`);
-      console.log(c.dim(t('watch.nextHow', { id: next.id, files: watchedNames().join(t('watch.or')) })));
+      out.log(`\n${c.bold(t('watch.next', { id: next.id, slug: next.slug }))}  ${next.title}`);
+      out.log(c.dim(t('watch.nextHow', { id: next.id, files: watchedNames().join(t('watch.or')) })));
     }
     footer();
   };
 
-  const runs = new Coalescer(check, options.debounceMs ?? 200, (err) => console.error(`idem-lab: ${(err as Error).stack ?? err}`));
+  const runs = new Coalescer(check, options.debounceMs ?? 200, (err) => out.error(`idem-lab: ${(err as Error).stack ?? err}`));
   const watcher = watchFiles(workspace, {
     depth: 0,
     ignoreInitial: true,
@@ -115,17 +123,20 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   const stop = () => finish(0);
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const signal of signals) process.on(signal, stop);
-  process.on('exit', runExitTasks);
+  options.signal?.addEventListener('abort', stop);
+  if (options.signal?.aborted) stop();
+  // Whatever a check leaves to clean up is cleaned up at exit (once, however often watch ran in this process).
+  if (!process.listeners('exit').includes(runExitTasks)) process.on('exit', runExitTasks);
   const onKey = (text: string | undefined, key: { name?: string; ctrl?: boolean } | undefined) => {
     if ((key?.ctrl && key.name === 'c') || text === 'q') stop();
     else if (text === 'c' || key?.name === 'return') runs.trigger('key');
-    else if (text === 'h' && current) hintCommand(current.id, { dir: workspace, more: t('watch.hint.more') });
+    else if (text === 'h' && current) hintCommand(current.id, { dir: workspace, out, more: t('watch.hint.more') });
   };
-  if (keys) {
-    readline.emitKeypressEvents(process.stdin);
-    process.stdin.setRawMode(true);
-    process.stdin.on('keypress', onKey);
-    process.stdin.resume();
+  if (keyboard) {
+    readline.emitKeypressEvents(keyboard);
+    keyboard.setRawMode?.(true);
+    keyboard.on('keypress', onKey);
+    keyboard.resume();
   }
 
   runs.trigger('start');
@@ -135,14 +146,15 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   runs.close();
   await watcher.close();
   for (const signal of signals) process.off(signal, stop);
-  if (keys) {
-    process.stdin.off('keypress', onKey);
-    process.stdin.setRawMode(false);
-    process.stdin.pause();
+  options.signal?.removeEventListener('abort', stop);
+  if (keyboard) {
+    keyboard.off('keypress', onKey);
+    keyboard.setRawMode?.(false);
+    keyboard.pause();
   }
   // A check in progress loses its servers now and ends at once; its own cleanup then runs.
   killAllServersNow();
   await Promise.race([runs.idle(), new Promise((resolve) => setTimeout(resolve, 3000).unref())]);
-  console.log(c.dim(t('watch.stopped')));
+  out.log(c.dim(t('watch.stopped')));
   return code;
 }

@@ -4,14 +4,15 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as delay } from 'node:timers/promises';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { t } from '../i18n/index.js';
 import { ServerStartFailed } from './failure.js';
 import { loadHttpClient, send } from './http.js';
-import { chargeMs, limits } from './limits.js';
+import { chargeMs } from './limits.js';
 import { atExit } from './cleanup.js';
 import { bwrapArgs, prlimitArgs, type Sandbox } from './sandbox.js';
 import { interpreterPath } from './prewarm.js';
+import { killGroup, procStat, readyTimeoutMs, spawnInGroup, stopGroup, waitUntilReady, type Ending } from './process.js';
 
 /** How a server is started: an executable and its arguments, run in the workspace. */
 export interface ServerCommand {
@@ -69,7 +70,7 @@ export interface StartOptions {
    * /tmp in a sandbox (`tmp-<label>-<port>`) and the socket its relay listens on. Default: scratch.
    */
   ownDir?: string;
-  /** How long to wait for GET /health to answer 200, in ms (default: limits().startMs). */
+  /** How long to wait for GET /health to answer 200, in ms, from the spawn (default: readyTimeoutMs(), see process.ts). */
   readyTimeoutMs?: number;
   /**
    * Variables of the track's own contract beyond the basic ones (e.g. the advanced track's
@@ -103,7 +104,6 @@ function relayCommand(file: string): { command: string[]; folders: string[] } {
   }
   return { command: [process.execPath, RELAY], folders: [path.dirname(path.dirname(process.execPath)), path.dirname(RELAY)] };
 }
-const STOP_GRACE_MS = 1500;
 /** How long the rest of a server's processes may take to end after its first process did, in ms. */
 const LINGER_MS = 500;
 
@@ -144,8 +144,11 @@ function kernelFreePort(): Promise<number> {
   });
 }
 
-/** One running server under test, in its own process group. */
-export class ServerInstance {
+/**
+ * One running server under test, in its own process group (process.ts: spawnInGroup), or
+ * in a sandbox whose first process leads that group.
+ */
+export class ServerInstance implements Ending {
   readonly label: string;
   readonly port: number;
   readonly dbPath: string;
@@ -226,10 +229,11 @@ export class ServerInstance {
   private stopping: Promise<void> | undefined;
 
   /**
-   * Stops the whole process group: SIGTERM, then SIGKILL after 1.5 s; then finds, by
-   * their environment, the processes that left the group and kills them by pid (see
-   * `leftRunning`); returns at most 1.5 s later even if some process still holds the
-   * output. Idempotent; never throws.
+   * Stops the whole process group as process.ts stopGroup does: SIGTERM, then SIGKILL
+   * after STOP_GRACE_MS (1.5 s); before the SIGKILL, finds by their environment the
+   * processes that left the group and kills them by pid too (see `leftRunning`); returns
+   * at most KILL_WAIT_MS (1.5 s) later even if some process still holds the output.
+   * Idempotent; never throws.
    */
   stop(): Promise<void> {
     this.stopping ??= this.stopOnce();
@@ -237,50 +241,42 @@ export class ServerInstance {
   }
 
   private async stopOnce(): Promise<void> {
-    killGroup(this.pid, 'SIGTERM');
-    const graceful = await this.exitedWithin(STOP_GRACE_MS);
-    // Whatever still carries this instance's environment, or is still in its group once
-    // its leader is gone, was left running by the server. The leader may go first while
-    // the rest of the group is still ending on the same SIGTERM (a sandbox's bwrap exits
-    // before the server inside it has closed): what ends within LINGER_MS was not left.
-    let left = processesOf(this.pid, this.port, this.dbPath).filter((p) => p.pgid !== this.pid || graceful);
-    for (const until = performance.now() + LINGER_MS; left.length > 0 && performance.now() < until; ) {
-      await delay(20);
-      left = processesOf(this.pid, this.port, this.dbPath).filter((p) => p.pgid !== this.pid || graceful);
-    }
-    // The leader may be gone while children it forked live on: the group gets SIGKILL either way.
-    this.killAll(left);
+    let left: FoundProcess[] = [];
+    const { ended } = await stopGroup(this.pid, this, {
+      beforeKill: async (graceful) => {
+        // Whatever still carries this instance's environment, or is still in its group once
+        // its leader is gone, was left running by the server. The leader may go first while
+        // the rest of the group is still ending on the same SIGTERM (a sandbox's bwrap exits
+        // before the server inside it has closed): what ends within LINGER_MS was not left.
+        left = processesOf(this.pid, this.port, this.dbPath).filter((p) => p.pgid !== this.pid || graceful);
+        for (const until = performance.now() + LINGER_MS; left.length > 0 && performance.now() < until; ) {
+          await delay(20);
+          left = processesOf(this.pid, this.port, this.dbPath).filter((p) => p.pgid !== this.pid || graceful);
+        }
+        // The leader may be gone while children it forked live on: the group gets SIGKILL either way (stopGroup).
+        killEach(left);
+      },
+    });
     this.leftRunning = left.length;
     this.escaped = left.some((p) => p.pgid !== this.pid);
-    await this.forget();
-  }
-
-  /** SIGKILL to the process group and to each of `others` (processes that left it). */
-  private killAll(others: FoundProcess[]): void {
-    killGroup(this.pid, 'SIGKILL');
-    for (const p of others) {
-      try {
-        process.kill(p.pid, 'SIGKILL');
-      } catch {
-        // gone meanwhile
-      }
-    }
+    this.forget(ended);
   }
 
   /**
-   * Waits at most STOP_GRACE_MS for the killed process and its output to end, then lets
-   * go of it: a process that escaped even SIGKILL can hold the output pipe open for ever,
-   * so the output stops being read rather than hang.
+   * Lets go of the process once it was killed: when it did not end within KILL_WAIT_MS
+   * (a process that escaped even SIGKILL can hold the output pipe open for ever), its
+   * output stops being read rather than hang.
    */
-  private async forget(): Promise<void> {
-    if (!(await this.exitedWithin(STOP_GRACE_MS))) this.streams.forEach((stream) => stream?.destroy());
+  private forget(ended: boolean): void {
+    if (!ended) this.streams.forEach((stream) => stream?.destroy());
     running.delete(this);
     reservedPorts.delete(this.port);
   }
 
   /**
    * Kills the whole process group at once (SIGKILL), and any process that left it,
-   * found by its environment; returns once it has exited, or at most 1.5 s later. For a
+   * found by its environment (stopGroup without a grace period); returns once it has
+   * exited, or at most KILL_WAIT_MS (1.5 s) later. For a
    * check that is done with its server: no grace period, so a server's shutdown (an
    * interpreter's, about 30 ms of CPU) costs nothing. Never throws; after stop() or
    * kill(), the first one's promise.
@@ -291,33 +287,31 @@ export class ServerInstance {
   }
 
   private async killOnce(): Promise<void> {
-    this.killAll(processesOf(this.pid, this.port, this.dbPath));
-    await this.forget();
+    const { ended } = await stopGroup(this.pid, this, { graceMs: 0, beforeKill: () => killEach(processesOf(this.pid, this.port, this.dbPath)) });
+    this.forget(ended);
   }
 
-  /** Whether the process (and its output) ended within `ms` ms. */
-  private exitedWithin(ms: number): Promise<boolean> {
+  /** Whether the process ended (and its output with it) within `ms` ms (process.ts Ending). Never rejects. */
+  endedWithin(ms: number): Promise<boolean> {
     return Promise.race([this.exited.then(() => true), delay(ms, false, { ref: false })]);
   }
 
   /** Stops the group at once, synchronously: for process exit. */
   killNow(): void {
-    this.killAll(processesOf(this.pid, this.port, this.dbPath));
+    killEach(processesOf(this.pid, this.port, this.dbPath));
+    killGroup(this.pid, 'SIGKILL');
     running.delete(this);
   }
 }
 
-/**
- * Sends `signal` to the process group led by `pid` (a server started detached).
- * @returns false when there is no such group (it is gone); never throws
- */
-export function killGroup(pid: number, signal: NodeJS.Signals): boolean {
-  if (pid <= 0) return false;
-  try {
-    process.kill(-pid, signal);
-    return true;
-  } catch {
-    return false;
+/** SIGKILL to each of `found` by pid (processes that left a server's group); one gone meanwhile is skipped. */
+function killEach(found: FoundProcess[]): void {
+  for (const p of found) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // gone meanwhile
+    }
   }
 }
 
@@ -370,21 +364,6 @@ function processesOf(pgid: number, port: number, dbPath: string): FoundProcess[]
   return found;
 }
 
-/**
- * A process's state letter, process group and start time (clock ticks after boot) from
- * /proc/PID/stat; undefined when there is no such process. Never throws.
- */
-export function procStat(pid: number): { state: string; pgid: number; startTicks: number } | undefined {
-  try {
-    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name, in parentheses, may hold spaces and parentheses: the fields follow its last ')'.
-    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0], pgid: Number(fields[2]), startTicks: Number(fields[19]) };
-  } catch {
-    return undefined;
-  }
-}
-
 function addressInUse(output: string): boolean {
   return /address already in use|EADDRINUSE|Errno 98/i.test(output);
 }
@@ -405,7 +384,7 @@ export async function startServer(options: StartOptions): Promise<ServerInstance
       const port = await freePort();
       const instance = spawnServer(options, port, cwd);
       try {
-        await waitReady(instance, options.readyTimeoutMs ?? limits().startMs);
+        await waitReady(instance, options.readyTimeoutMs ?? readyTimeoutMs());
         return instance;
       } catch (err) {
         await instance.stop();
@@ -545,12 +524,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const [file, args] = private_
     ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, relay.folders, tmp), '--', ...inner]]
     : [command.file, command.args];
-  const subprocess = spawn(file, args, {
-    cwd,
-    env: serverEnv(options, port, home),
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const subprocess = spawnInGroup(file, args, { cwd, env: serverEnv(options, port, home) });
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
   if (private_?.network === 'private') instance.socketPath = socketPath;
   instance.sandboxed = private_ !== undefined;
@@ -559,8 +533,14 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   return instance;
 }
 
+/**
+ * Waits for `instance` to answer GET /health with 200 (process.ts waitUntilReady), at
+ * most `timeoutMs` ms from now.
+ * @throws ServerStartFailed when it exits first or does not answer in time, with its output tail
+ */
 async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
+  const since = performance.now();
+  const deadline = since + timeoutMs;
   const target = { label: instance.label, port: instance.port, socketPath: instance.socketPath };
   let lastAnswer = t('check.noHealth.never');
   // The HTTP client loads while the server starts, not when the first health check is due.
@@ -569,20 +549,26 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
   // The Python relay makes its socket once the server takes connections: until then a
   // look at the folder is cheaper than a request that fails. (The Node.js relay makes it at once.)
   while (instance.socketPath && !fs.existsSync(instance.socketPath) && !instance.hasExited && performance.now() < deadline) await delay(10);
-  while (performance.now() < deadline) {
-    if (instance.hasExited) {
-      throw new ServerStartFailed(
-        t('check.serverExited', { how: String(instance.exitDescription), port: instance.port }),
-        t('check.serverExited.why'),
-        { serverOutput: instance.output(), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
-      );
-    }
-    const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
-    if (health.status === 200) return;
-    if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
-    // Through a relay, a port nobody listens on closes the connection instead of refusing it.
-    else if (health.errorCode !== 'refused' && !(instance.socketPath && /other side closed|socket hang up|ECONNRESET|EPIPE/.test(health.error ?? ''))) lastAnswer = health.error ?? lastAnswer;
-    await delay(25);
+  const readiness = await waitUntilReady({
+    since,
+    timeoutMs,
+    ended: () => instance.hasExited,
+    probe: async () => {
+      const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
+      if (health.status === 200) return true;
+      if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
+      // Through a relay, a port nobody listens on closes the connection instead of refusing it.
+      else if (health.errorCode !== 'refused' && !(instance.socketPath && /other side closed|socket hang up|ECONNRESET|EPIPE/.test(health.error ?? ''))) lastAnswer = health.error ?? lastAnswer;
+      return false;
+    },
+  });
+  if (readiness === 'ready') return;
+  if (readiness === 'ended') {
+    throw new ServerStartFailed(
+      t('check.serverExited', { how: String(instance.exitDescription), port: instance.port }),
+      t('check.serverExited.why'),
+      { serverOutput: instance.output(), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
+    );
   }
   throw new ServerStartFailed(
     t('check.noHealth', { port: instance.port, seconds: timeoutMs / 1000, last: lastAnswer }),

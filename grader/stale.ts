@@ -9,7 +9,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { procStat } from './server.js';
+import { procStat } from './process.js';
 
 /** The marker file's name inside a temporary folder. */
 export const RUN_MARKER = '.idem-lab-run.json';

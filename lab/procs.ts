@@ -4,6 +4,7 @@
  * (field 22 of /proc/<pid>/stat, in clock ticks since boot) names one process for ever.
  */
 import fs from 'node:fs';
+import { procStat } from '../grader/process.js';
 
 /** What /proc says about a live process. */
 export interface ProcessIdentity {
@@ -15,23 +16,12 @@ export interface ProcessIdentity {
 }
 
 /**
- * The identity of `pid` from /proc/<pid>/stat, or undefined when there is no such process
- * (or no /proc). The command name in field 2 may hold spaces and parentheses, so the
- * fields are counted from the last ')'. Never throws.
+ * The identity of `pid` from /proc/<pid>/stat (grader/process.ts procStat, which parses
+ * it), or undefined when there is no such process (or no /proc). Never throws.
  */
 export function processIdentity(pid: number): ProcessIdentity | undefined {
-  if (!Number.isInteger(pid) || pid <= 0) return undefined;
-  let stat: string;
-  try {
-    stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  } catch {
-    return undefined;
-  }
-  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // rest[0] is field 3 (state), so field 22 is rest[19].
-  const startTime = Number(rest[19]);
-  if (!Number.isFinite(startTime)) return undefined;
-  return { pid, startTime, state: rest[0] };
+  const stat = procStat(pid);
+  return stat && { pid, startTime: stat.startTicks, state: stat.state };
 }
 
 /** Whether `pid` is alive (not a zombie) and started at `startTime` (field 22): the same process. */

@@ -1,14 +1,17 @@
 /**
- * The learner's own server: started detached in its own process group with its output in
- * s.log, recorded in .idem-lab/state.json (pid, start time, folder) before it is waited
- * for, and stopped by that pid's group (never by name) only once /proc proves the pid is
- * still that process, running in this workspace.
+ * The learner's own server, on the grader's process lifecycle (grader/process.ts: spawned
+ * in its own process group, waited for with the same time limit, stopped with the same
+ * grace period): started detached, so it outlives the command, with its output in s.log,
+ * recorded in .idem-lab/state.json (pid, start time, folder) before it is waited for, and
+ * stopped by that pid's group (never by name) only once /proc proves the pid is still
+ * that process, running in this workspace.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import { send } from '../grader/http.js';
-import { contractEnv, freePort, killGroup, type ServerCommand } from '../grader/server.js';
+import { contractEnv, freePort, type ServerCommand } from '../grader/server.js';
+import { endingPolled, readyTimeoutMs, spawnInGroup, stopGroup, waitUntilReady } from '../grader/process.js';
+import { SetupError } from '../grader/failure.js';
 import { lockState, readState, updateState, writeState, type WorkspaceState } from './workspace.js';
 import { isSameProcess, processCwd, processIdentity } from './procs.js';
 import { rethrowFileProblem } from './safe-fs.js';
@@ -16,10 +19,6 @@ import { t } from '../i18n/index.js';
 
 /** The port the lab sheet uses when none is chosen. */
 export const DEFAULT_PORT = 8000;
-/** How long `start` waits for GET /health, in ms. */
-const READY_TIMEOUT_MS = 8000;
-/** How long `stop` waits after SIGTERM before SIGKILL, in ms. */
-const STOP_GRACE_MS = 2000;
 
 /** The log file of the learner's server, in the workspace. */
 export const SERVER_LOG = 's.log';
@@ -69,7 +68,7 @@ export function ownServer(workspace: string, state: WorkspaceState = readState(w
   return recorded.kind === 'ours' ? { pid: recorded.pid, port: recorded.port } : undefined;
 }
 
-/** Whether GET /health on the port answers 200 within a second. */
+/** Whether GET /health on the port answers 200 within a second (half a second to connect). */
 export async function isHealthy(port: number): Promise<boolean> {
   const health = await send({ label: 'lab', port }, 'GET', '/health', undefined, { connectMs: 500, answerMs: 1000 });
   return health.status === 200;
@@ -122,15 +121,21 @@ async function withSignalsDeferred<T>(fn: () => Promise<T>): Promise<T> {
  * 8000; when that port is taken by something else and no port was asked for, a free one.
  * The server is recorded (pid, start time, folder, port) under the state lock before it
  * is waited for, so an interrupted start leaves a server `stop` knows, and a second start
- * at the same time finds it ('already'). Waits up to 8 s for GET /health; a server that
- * does not answer is stopped and forgotten.
+ * at the same time finds it ('already'). Waits for GET /health as the grader does
+ * (grader/process.ts waitUntilReady, readyTimeoutMs: IDEM_LAB_START_TIMEOUT_MS, default
+ * 10 s); a server that exits or does not answer in time is killed with its group and forgotten.
  * @throws SetupError when s.log or the state file cannot be written (full disk,
- *   read-only workspace); no server is left running then
+ *   read-only workspace), or when IDEM_LAB_START_TIMEOUT_MS is not a positive whole
+ *   number; no server is left running then
  */
 export async function startLabServer(workspace: string, command: ServerCommand, port?: number): Promise<StartOutcome> {
-  // Loaded here, not with the module: \`idem-lab check\` imports this module for its port, and execa's import takes a tenth of a second.
-  const { execa } = await import('execa');
-  const launched = await withSignalsDeferred(async (): Promise<StartOutcome | { pid: number; startTime: number; chosen: number; movedFrom?: number; exited: () => boolean }> => {
+  let timeoutMs: number;
+  try {
+    timeoutMs = readyTimeoutMs();
+  } catch (err) {
+    throw new SetupError((err as Error).message);
+  }
+  const launched = await withSignalsDeferred(async (): Promise<StartOutcome | { pid: number; startTime: number; spawnedAt: number; chosen: number; movedFrom?: number; exited: () => boolean }> => {
     const release = lockState(workspace);
     try {
       const state = readState(workspace);
@@ -144,60 +149,58 @@ export async function startLabServer(workspace: string, command: ServerCommand, 
         chosen = await freePort();
       }
       const log = path.join(workspace, SERVER_LOG);
-      let logStream: fs.WriteStream;
+      let logFd: number;
       try {
         fs.appendFileSync(log, `--- idem-lab start ${new Date().toISOString()} on port ${chosen} ---\n`);
         // The server writes to s.log itself (a file descriptor it inherits), so it outlives this process.
-        logStream = fs.createWriteStream(log, { flags: 'a' });
-        await new Promise((resolve, reject) => logStream.once('open', resolve).once('error', reject));
+        logFd = fs.openSync(log, 'a');
       } catch (err) {
         rethrowFileProblem(err, log);
       }
-      const subprocess = execa(command.file, command.args, {
-        cwd: workspace,
-        // The same variables the grader gives its servers (the statement in provider.log, the
-        // ledger in lab.db), so the learner's own runs look like graded ones.
-        env: contractEnv({ port: chosen, dbPath: path.join(workspace, 'lab.db'), providerLog: path.join(workspace, PROVIDER_LOG) }),
-        detached: true,
-        cleanup: false,
-        stdin: 'ignore',
-        stdout: logStream,
-        stderr: logStream,
-        reject: false,
-      });
-      logStream.close();
+      let subprocess: ReturnType<typeof spawnInGroup>;
+      try {
+        subprocess = spawnInGroup(command.file, command.args, {
+          cwd: workspace,
+          // The learner's environment (a virtualenv's, say) with the variables the grader gives
+          // its servers (the statement in provider.log, the ledger in lab.db), so the
+          // learner's own runs look like graded ones.
+          env: { ...process.env, ...contractEnv({ port: chosen, dbPath: path.join(workspace, 'lab.db'), providerLog: path.join(workspace, PROVIDER_LOG) }) },
+          stdio: ['ignore', logFd, logFd],
+        });
+      } finally {
+        fs.closeSync(logFd);
+      }
+      // Detached: this command does not wait for it to end, and it does not end with this command.
       subprocess.unref();
       let exited = false;
-      void subprocess.then(() => {
-        exited = true;
-      });
+      subprocess.once('exit', () => (exited = true)).once('error', () => (exited = true));
       const pid = subprocess.pid;
+      const spawnedAt = performance.now();
       if (!pid) return { kind: 'failed', reason: `could not run ${command.file}`, log: logTail(workspace) };
       const identity = processIdentity(pid);
       try {
         writeState(workspace, { ...state, pid, startTime: identity?.startTime ?? 0, cwd: realFolder(workspace), port: chosen });
       } catch (err) {
-        killGroup(pid, 'SIGKILL'); // it could not be recorded: no command would know it
+        // It could not be recorded: no command would know it.
+        await stopGroup(pid, endingPolled(() => exited), { graceMs: 0 });
         throw err;
       }
-      return { pid, startTime: identity?.startTime ?? 0, chosen, movedFrom, exited: () => exited };
+      return { pid, startTime: identity?.startTime ?? 0, spawnedAt, chosen, movedFrom, exited: () => exited };
     } finally {
       release();
     }
   });
   if ('kind' in launched) return launched;
   const { pid, startTime, chosen, movedFrom } = launched;
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (Date.now() < deadline && !launched.exited() && isSameProcess(pid, startTime)) {
-    if (await isHealthy(chosen)) {
-      return movedFrom === undefined ? { kind: 'started', pid, port: chosen } : { kind: 'started', pid, port: chosen, movedFrom };
-    }
-    await delay(50);
+  const ended = () => launched.exited() || !isSameProcess(pid, startTime);
+  const readiness = await waitUntilReady({ probe: () => isHealthy(chosen), ended, timeoutMs, since: launched.spawnedAt });
+  if (readiness === 'ready') {
+    return movedFrom === undefined ? { kind: 'started', pid, port: chosen } : { kind: 'started', pid, port: chosen, movedFrom };
   }
-  const exited = launched.exited() || !isSameProcess(pid, startTime);
-  if (isSameProcess(pid, startTime)) killGroup(pid, 'SIGKILL');
+  // Nothing more is asked of a server that did not come up: its group is killed at once.
+  if (!ended()) await stopGroup(pid, endingPolled(ended), { graceMs: 0 });
   forgetIfStill(workspace, pid, startTime);
-  const reason = exited ? t('cli.reason.exited') : t('cli.reason.noHealth', { port: chosen, seconds: READY_TIMEOUT_MS / 1000 });
+  const reason = readiness === 'ended' ? t('cli.reason.exited') : t('cli.reason.noHealth', { port: chosen, seconds: timeoutMs / 1000 });
   return { kind: 'failed', reason, log: logTail(workspace) };
 }
 
@@ -225,7 +228,9 @@ export type StopOutcome =
 
 /**
  * Stops the recorded server's process group when it is proven to be this workspace's
- * (see recordedServer): SIGTERM, then SIGKILL after 2 s, and forgets it once it is gone.
+ * (see recordedServer), as the grader stops its servers (grader/process.ts stopGroup):
+ * SIGTERM, then SIGKILL after STOP_GRACE_MS (1.5 s, the server contract's), and forgets
+ * it once it is gone; 'failed' when it is still there KILL_WAIT_MS after the SIGKILL.
  * A pid that now names another process is never signalled; the record is forgotten.
  */
 export async function stopLabServer(workspace: string, _command?: ServerCommand): Promise<StopOutcome> {
@@ -237,14 +242,9 @@ export async function stopLabServer(workspace: string, _command?: ServerCommand)
     return recorded.kind === 'gone' ? { kind: 'dead', pid } : { kind: 'foreign', pid };
   }
   const { startTime } = recorded;
-  killGroup(pid, 'SIGTERM');
-  const deadline = Date.now() + STOP_GRACE_MS;
-  while (Date.now() < deadline && isSameProcess(pid, startTime)) await delay(25);
-  // Once the leader is gone its pid is not handed out while its group has members, so this reaches only them.
-  killGroup(pid, 'SIGKILL');
-  const killDeadline = Date.now() + 1000;
-  while (Date.now() < killDeadline && isSameProcess(pid, startTime)) await delay(25);
-  if (isSameProcess(pid, startTime)) return { kind: 'failed', pid };
+  // Not a child of this process: its end is seen in /proc (the pid gone, a zombie, or another start time).
+  const { ended } = await stopGroup(pid, endingPolled(() => !isSameProcess(pid, startTime)));
+  if (!ended) return { kind: 'failed', pid };
   forgetIfStill(workspace, pid, startTime);
   return { kind: 'stopped', pid };
 }
