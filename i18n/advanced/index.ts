@@ -3,10 +3,12 @@
  * catalogs by i18n/en.ts, ko.ts and zh.ts.
  */
 import * as replayed from './09-replayed.js';
+import * as scope from './10-scope.js';
+import * as expiry from './11-expiry.js';
 
 /** English, the source. */
-export const en = { ...replayed.en } as const;
+export const en = { ...replayed.en, ...scope.en, ...expiry.en } as const;
 /** Korean. */
-export const ko: Record<keyof typeof en, string> = { ...replayed.ko };
+export const ko: Record<keyof typeof en, string> = { ...replayed.ko, ...scope.ko, ...expiry.ko };
 /** Chinese. */
-export const zh: Record<keyof typeof en, string> = { ...replayed.zh };
+export const zh: Record<keyof typeof en, string> = { ...replayed.zh, ...scope.zh, ...expiry.zh };

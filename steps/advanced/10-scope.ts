@@ -1,0 +1,219 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import { CheckFailed } from '../../grader/failure.js';
+import { describeCharge, expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { checkTimeouts, responseJson, type PayRequest } from '../../grader/http.js';
+import { LOCK_HOLD_MS } from '../../grader/race.js';
+import { t } from '../../i18n/index.js';
+import type { LiveContext } from '../../grader/context.js';
+import type { ServerInstance } from '../../grader/server.js';
+import type { Exchange } from '../../grader/types.js';
+import type { Step } from '../../grader/track.js';
+
+/** A payment request of one user under one key. */
+interface Sent {
+  key: string;
+  body: { user: string; amount: number };
+}
+
+/**
+ * Separators a scoped key might be joined with, '' for none. For each, the check sends
+ * user `X{s}Y` with key `K` and then user `X` with key `Y{s}K`: joined as user, separator,
+ * key, both give `X{s}Y{s}K`. Only an encoding that cannot be read two ways (a JSON list,
+ * a length prefix, a hash of either) keeps the two apart.
+ */
+export const SEPARATORS = ['', ':', '::', '|', '/', '-', '_', '.', ' ', '#', '+', ','] as const;
+
+/** How many users race under one key in the race part, each with two requests (10 in all: the lab's race size). */
+export const RACE_USERS = 5;
+
+/**
+ * What the check has seen answered 201: the (user, key) each payment_id was given to. A
+ * payment_id given to two (user, key) pairs is one user's payment answered to another.
+ */
+class Owners {
+  private readonly byId = new Map<unknown, { sent: Sent; exchange: Exchange }>();
+  /** The first answer of each (user, key), by `user\0key`. */
+  readonly firsts = new Map<string, Exchange>();
+
+  /**
+   * Requires `exchange` to be the sending user's own payment: 201, the user and amount as
+   * sent, and a payment_id no other (user, key) was given.
+   * @throws CheckFailed naming whose payment it was
+   */
+  own(exchange: Exchange, sent: Sent, usedBy: string | undefined): Record<string, unknown> {
+    if (exchange.status !== 201) {
+      expectStatus(exchange, 201, t(usedBy === undefined ? 'step.10.notPaid' : 'step.10.notOwn', { user: JSON.stringify(sent.body.user), owner: JSON.stringify(usedBy), status: String(exchange.status) }), t('step.10.notOwn.why'));
+    }
+    const answer = (responseJson(exchange) ?? {}) as Record<string, unknown>;
+    const earlier = this.byId.get(answer.payment_id);
+    const mine = earlier === undefined || (earlier.sent.body.user === sent.body.user && earlier.sent.key === sent.key);
+    if (!mine || (typeof answer.user === 'string' && answer.user !== sent.body.user)) {
+      const owner = earlier && !mine ? earlier.sent.body.user : answer.user;
+      throw new CheckFailed(
+        t('step.10.gotOthers', { user: JSON.stringify(sent.body.user), owner: JSON.stringify(owner), id: String(answer.payment_id) }),
+        t('step.10.gotOthers.why'),
+        { exchanges: earlier && !mine ? [earlier.exchange, exchange] : [exchange] },
+      );
+    }
+    const payment = paymentOf(exchange);
+    if (earlier === undefined) {
+      this.byId.set(payment.payment_id, { sent, exchange });
+      this.firsts.set(`${sent.body.user}\0${sent.key}`, exchange);
+    }
+    return payment;
+  }
+
+  /** The first answer to this user's payment under this key. */
+  first(sent: Sent): Exchange | undefined {
+    return this.firsts.get(`${sent.body.user}\0${sent.key}`);
+  }
+
+  /** Every payment seen: the request and its first answer. */
+  payments(): Array<{ sent: Sent; exchange: Exchange }> {
+    return [...this.byId.values()];
+  }
+}
+
+/**
+ * Requires exactly one charge on the provider's statement and one ledger row, under the
+ * key as sent and with the payment_id answered, for every payment the check saw.
+ * @throws CheckFailed naming the first payment charged or recorded otherwise
+ */
+function expectOneEach(ctx: LiveContext, owners: Owners): void {
+  const rows = ctx.ledger();
+  const charges = ctx.charges() ?? [];
+  for (const { sent, exchange } of owners.payments()) {
+    const id = (responseJson(exchange) as { payment_id: unknown }).payment_id;
+    const theirs = charges.filter((c) => c.user === sent.body.user && c.amount === sent.body.amount);
+    if (theirs.length !== 1) {
+      throw new CheckFailed(
+        t('step.10.charges', { user: JSON.stringify(sent.body.user), amount: sent.body.amount, n: theirs.length }),
+        t('step.10.charges.why'),
+        { exchanges: [exchange], details: theirs.map(describeCharge) },
+      );
+    }
+    const row = rows.filter((r) => r.user === sent.body.user && r.idempotency_key === sent.key);
+    if (row.length !== 1 || row[0].payment_id !== id || row[0].amount !== sent.body.amount) {
+      throw new CheckFailed(
+        t('step.10.row', { user: JSON.stringify(sent.body.user), key: JSON.stringify(sent.key), id: String(id), n: row.length }),
+        t('step.10.row.why'),
+        { exchanges: [exchange], ledger: rows.filter((r) => r.idempotency_key === sent.key) },
+      );
+    }
+  }
+}
+
+/**
+ * Each of RACE_USERS users sends the same key (and the same amount) twice, all ten at once,
+ * while the grader holds the database's write lock for LOCK_HOLD_MS: every request is in
+ * flight at the same time, so anything that waits for a request in flight by the bare key
+ * (a single-flight map, a lock, a claim) hands one user's answer to the others every time.
+ * Every user must get their own payment: 201 (or 409 while their own is in flight), one
+ * payment_id per user, a charge and a row each.
+ * @throws CheckFailed naming the user who got another's payment, or was refused
+ */
+async function race(ctx: LiveContext, server: ServerInstance, owners: Owners): Promise<Exchange[]> {
+  const key = ctx.freshKey();
+  const amount = ctx.data.amount();
+  const users = Array.from({ length: RACE_USERS }, () => ctx.data.user());
+  const sent: Sent[] = [...users, ...users].map((user) => ({ key, body: { user, amount } }));
+  let release: (() => void) | undefined = ctx.holdWriteLock(server);
+  let answers: Exchange[];
+  try {
+    const pending = ctx.paySimultaneously([server], sent as PayRequest[], checkTimeouts());
+    await delay(LOCK_HOLD_MS);
+    release();
+    release = undefined;
+    answers = await pending;
+  } finally {
+    release?.();
+  }
+  const unanswered = answers.find((e) => e.error !== undefined);
+  if (unanswered) expectStatus(unanswered, 201, t('check.first201'), t('step.10.notOwn.why'));
+  for (const user of users) {
+    const mine = answers.filter((_, i) => sent[i].body.user === user);
+    const paid = mine.filter((e) => e.status === 201);
+    const refused = mine.find((e) => e.status !== 201 && e.status !== 409) ?? (paid.length === 0 ? mine[0] : undefined);
+    if (refused) {
+      expectStatus(refused, 201, t('step.10.raceRefused', { user: JSON.stringify(user), status: String(refused.status), n: RACE_USERS }), t('step.10.notOwn.why'));
+    }
+    for (const answer of paid) owners.own(answer, { key, body: { user, amount } }, undefined);
+  }
+  return answers;
+}
+
+/**
+ * Step 10 (advanced track): idempotency keys are scoped per user. A key is the client's
+ * name for one of its own payments, so another user's request under a used key is that
+ * user's own new payment (201, a payment_id of its own, a charge and a ledger row of its
+ * own), the first user's key still replays the first user's payment, and nobody ever gets
+ * another user's response (the essay; Stripe scopes keys per account). Checked with users
+ * that differ from the first only in case or by a space (kept exactly as sent), with pairs
+ * whose user and key joined by a separator read the same (SEPARATORS), and in a race of
+ * five users sending one key at once while the database is locked.
+ */
+export const step: Step = {
+  id: '10',
+  slug: 'scope',
+  get title() {
+    return t('step.10.title');
+  },
+  async live(ctx: LiveContext) {
+    const server = await ctx.startServer({ priority: 600 });
+    const owners = new Owners();
+    const key = ctx.freshKey();
+    const amount = ctx.data.amount();
+    const first: Sent = { key, body: { user: ctx.data.user(), amount } };
+    const a = await ctx.pay(server, first);
+    expectStatus(a, 201, t('check.first201'), t('step.10.first.why'));
+    owners.own(a, first, undefined);
+
+    // Other users under the first user's key, with the same amount: a fresh user, and the
+    // first user's name in capitals and with a space before or after it.
+    const name = first.body.user;
+    const others: Sent[] = [ctx.data.user(), name.toUpperCase(), ` ${name}`, `${name} `].map((user) => ({ key, body: { user, amount } }));
+    for (const other of others) owners.own(await ctx.pay(server, other), other, name);
+
+    // Every one of them replays its own payment, the first user's included.
+    for (const again of [first, ...others]) {
+      const replay = await ctx.pay(server, again);
+      expectReplay(owners.first(again)!, replay, t('step.10.replay.why', { user: JSON.stringify(again.body.user) }));
+      owners.own(replay, again, again === first ? undefined : name);
+    }
+
+    // Pairs whose user and key joined with a separator read the same: X{s}Y with K first,
+    // then X with Y{s}K; all first halves at once, then all second halves.
+    const pairs = SEPARATORS.map((s) => {
+      const x = ctx.data.user();
+      const y = ctx.data.word(3);
+      const k = ctx.freshKey();
+      const pairAmount = ctx.data.amount();
+      return [
+        { key: k, body: { user: `${x}${s}${y}`, amount: pairAmount } },
+        { key: `${y}${s}${k}`, body: { user: x, amount: pairAmount } },
+      ] as const;
+    });
+    const firstHalves = await ctx.paySimultaneously([server], pairs.map((p) => p[0]), checkTimeouts());
+    firstHalves.forEach((answer, i) => owners.own(answer, pairs[i][0], undefined));
+    const secondHalves = await ctx.paySimultaneously([server], pairs.map((p) => p[1]), checkTimeouts());
+    secondHalves.forEach((answer, i) => {
+      if (answer.status !== 201) {
+        const [one, two] = pairs[i];
+        expectStatus(
+          answer,
+          201,
+          t('step.10.joined', { user: JSON.stringify(two.body.user), key: JSON.stringify(two.key), other: JSON.stringify(one.body.user), otherKey: JSON.stringify(one.key), status: String(answer.status) }),
+          t('step.10.joined.why'),
+        );
+      }
+      owners.own(answer, pairs[i][1], pairs[i][0].body.user);
+    });
+
+    await race(ctx, server, owners);
+    expectOneEach(ctx, owners);
+    return t('step.10.pass', { users: owners.payments().length, pairs: SEPARATORS.length, race: RACE_USERS });
+  },
+  get hints() {
+    return [t('step.10.hint.1'), t('step.10.hint.2'), t('step.10.hint.3')];
+  },
+};

@@ -1,0 +1,222 @@
+import fs from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
+import Database from 'better-sqlite3';
+import { CheckFailed } from '../../grader/failure.js';
+import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { responseJson } from '../../grader/http.js';
+import { chargeMs } from '../../grader/limits.js';
+import { t } from '../../i18n/index.js';
+import type { LiveContext } from '../../grader/context.js';
+import type { ServerInstance } from '../../grader/server.js';
+import type { Exchange } from '../../grader/types.js';
+import type { Step } from '../../grader/track.js';
+
+/** The contract's TTL when IDEM_TTL_S is unset, in s: a day. */
+export const DEFAULT_TTL_S = 86_400;
+
+/**
+ * The TTL the check gives its servers (IDEM_TTL_S), in s: 1, or more when the run's
+ * provider is slow (IDEM_CHARGE_MS), so that a retry sent right after its payment's answer
+ * is always inside it: at least four charges long, rounded up to whole seconds.
+ */
+export function gradedTtlS(): number {
+  return Math.max(1, Math.ceil((4 * chargeMs()) / 1000));
+}
+
+/**
+ * How much longer than the TTL the check waits after a payment's answer before it counts
+ * the payment's record as expired, in ms: the server's clock and its created_at, written
+ * to the millisecond, may be a few ms apart from the grader's.
+ */
+export const EXPIRY_MARGIN_MS = 150;
+
+/** Payments made and retried at once before the check gives up on a machine too slow to retry within the TTL. */
+const ATTEMPTS = 3;
+
+/** A payment request: a key and a body. */
+interface Sent {
+  key: string;
+  body: { user: string; amount: number };
+}
+
+/** A payment made: its request, its first answer, and when that came back (performance.now(), ms). */
+interface Paid {
+  sent: Sent;
+  first: Exchange;
+  at: number;
+}
+
+/**
+ * Pays under a fresh key on `server`: 201 and a payment as the contract writes it.
+ * @throws CheckFailed when it is not
+ */
+async function pay(ctx: LiveContext, server: ServerInstance): Promise<Paid> {
+  const sent: Sent = { key: ctx.freshKey(), body: ctx.data.payment() };
+  const first = await ctx.pay(server, sent);
+  expectStatus(first, 201, t('check.first201'), t('step.11.first.why'));
+  paymentOf(first);
+  return { sent, first, at: performance.now() };
+}
+
+/**
+ * How many rows the `idem` table of a sqlite file holds, read-only (as grader/ledger.ts
+ * reads the ledger); 0 when the file or the table does not exist. Waits up to 5 s for a
+ * writer's lock.
+ * @throws Error when the file is not a sqlite database
+ */
+export function idemRecordCount(dbPath: string): number {
+  if (!fs.existsSync(dbPath)) return 0;
+  const db = new Database(dbPath, { readonly: true, fileMustExist: true, timeout: 5000 });
+  try {
+    const table = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'idem'").get();
+    if (!table) return 0;
+    return (db.prepare('SELECT count(*) AS n FROM idem').get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Pays under a fresh key and retries it at once: the retry, answered within the TTL of the
+ * payment being sent, must replay it. When the machine was so slow that the retry came
+ * back only after the TTL, a record may rightly have expired: the check tries again with
+ * a new key, ATTEMPTS times at most.
+ * @returns every payment made, the last one replayed
+ * @throws CheckFailed when a retry within the TTL did not replay its payment; Error (the
+ *   step's status is then an error, not a fail) when every retry came back after the TTL
+ */
+async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: number): Promise<Paid[]> {
+  const made: Paid[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const started = performance.now();
+    const paid = await pay(ctx, server);
+    made.push(paid);
+    const retry = await ctx.pay(server, paid.sent);
+    const ms = Math.round(performance.now() - started);
+    if (retry.status === 201) {
+      expectReplay(paid.first, retry, t('step.11.within.why', { ttl: ttlS }));
+      return made;
+    }
+    if (ms >= ttlS * 1000) {
+      if (attempt < ATTEMPTS) continue;
+      // Not the server's fault: the grader could not send a retry within the TTL.
+      throw new Error(t('step.11.tooSlow', { ttl: ttlS, ms }));
+    }
+    expectStatus(retry, 201, t('step.11.within', { key: JSON.stringify(paid.sent.key), ms, ttl: ttlS, status: String(retry.status) }), t('step.11.within.why', { ttl: ttlS }));
+  }
+}
+
+/**
+ * Requires the answer to a request under an expired key to be a 410 with an `{"error"}`
+ * and no payment, and the key's payment to be charged once and recorded once still.
+ * @throws CheckFailed saying what the server did instead: replayed, processed again, another status
+ */
+function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number): void {
+  const { sent, first } = paid;
+  const facts = { key: JSON.stringify(sent.key), server: answer.server, s: ((performance.now() - paid.at) / 1000).toFixed(1), ttl: ttlS };
+  const exchanges = [first, answer];
+  if (answer.status === 201) {
+    const again = responseJson(answer) as Record<string, unknown> | undefined;
+    const firstPayment = paymentOf(first);
+    if (again?.payment_id === firstPayment.payment_id) {
+      throw new CheckFailed(t('step.11.replayed', facts), t('step.11.replayed.why'), { exchanges });
+    }
+    throw new CheckFailed(t('step.11.reprocessed', { ...facts, id: String(again?.payment_id) }), t('step.11.reprocessed.why'), { exchanges });
+  }
+  expectStatus(answer, 410, t('step.11.status', { ...facts, status: String(answer.status) }), t('step.11.status.why'));
+  const body = responseJson(answer) as Record<string, unknown> | undefined;
+  if (typeof body !== 'object' || body === null || typeof body.error !== 'string' || body.error.trim() === '' || 'payment_id' in body) {
+    throw new CheckFailed(t('step.11.noError', facts), t('step.11.noError.why'), { exchanges: [answer] });
+  }
+  if (!/key|키|键|鍵/i.test(body.error)) ctx.warn(t('step.11.sayNewKey', { error: JSON.stringify(body.error.slice(0, 200)) }));
+  expectCharges(ctx, sent.body, 1, exchanges, t('step.11.reprocessed.why'));
+  expectRows(ctx, sent.key, 1, exchanges, t('step.11.reprocessed.why'));
+}
+
+/**
+ * The check itself, on A and B (IDEM_TTL_S of `ttlS`, one database) and C (IDEM_TTL_S
+ * unset, a database of its own): see the step.
+ * @returns the pass verdict
+ * @throws CheckFailed naming the first broken rule
+ */
+async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<ServerInstance>, startedC: Promise<ServerInstance>, ttlS: number): Promise<string> {
+  const wait = ttlS * 1000 + EXPIRY_MARGIN_MS;
+  // Within the TTL a key replays; it and one more payment are then left to expire.
+  const expiring = (await payAndReplay(ctx, a, ttlS)).slice(-1)[0];
+  const other = await pay(ctx, a);
+  const c = await startedC;
+  const kept = await pay(ctx, c);
+  await delay(Math.max(0, other.at + wait - performance.now()));
+
+  // Expired: refused on A, on a second try, and on B; its record may still be there.
+  const b = await startedB;
+  for (const server of [a, a, b]) expectGone(ctx, await ctx.pay(server, expiring.sent), expiring, ttlS);
+
+  // New payments: the expired records are to be deleted by now; a new one replays.
+  const made = [await pay(ctx, a), ...(await payAndReplay(ctx, a, ttlS))].length;
+  let records = idemRecordCount(ctx.dbPath);
+  // A server that deletes expired records from a timer of its own gets up to a TTL more.
+  const until = performance.now() + ttlS * 1000;
+  while (records > made && performance.now() < until) {
+    await delay(100);
+    records = idemRecordCount(ctx.dbPath);
+  }
+  if (records > made) {
+    throw new CheckFailed(t('step.11.unbounded', { records, made, ttl: ttlS }), t('step.11.unbounded.why'), { exchanges: ctx.exchanges.slice(-3) });
+  }
+
+  // Deleted, the expired keys are still refused: on A and on B, one never retried since included.
+  expectGone(ctx, await ctx.pay(a, expiring.sent), expiring, ttlS);
+  expectGone(ctx, await ctx.pay(b, other.sent), other, ttlS);
+  expectGone(ctx, await ctx.pay(a, other.sent), other, ttlS);
+
+  // Unset, the TTL is a day: C's payment, older than the graded TTL by now, still replays.
+  await delay(Math.max(0, kept.at + wait - performance.now()));
+  const retry = await ctx.pay(c, kept.sent);
+  const why = t('step.11.default.why', { ttl: DEFAULT_TTL_S });
+  if (retry.status !== 201) {
+    expectStatus(retry, 201, t('step.11.default', { s: ((performance.now() - kept.at) / 1000).toFixed(1), status: String(retry.status), ttl: DEFAULT_TTL_S }), why);
+  }
+  expectReplay(kept.first, retry, why);
+  return t('step.11.pass', { ttl: ttlS, records, made });
+}
+
+/**
+ * Step 11 (advanced track): an idempotency record is kept for IDEM_TTL_S seconds (a day
+ * when unset), and no longer. A request under a key whose record is older than that is
+ * refused with 410 Gone and an `{"error"}` telling the client to send a new key, and is
+ * never processed again: not on a second try, not on another instance on the same
+ * database, not after the record was deleted (the ledger keeps the key). Expired records
+ * are deleted, so the idem table stays bounded; a key within its TTL still replays. (The
+ * essay: keys are kept for a while, Stripe's for 24 hours, and a key reused after that is
+ * an error the client must see; docs/server-contract.md fixes 410 and says why.)
+ * Graded with IDEM_TTL_S of gradedTtlS() s on A and on B (a second instance from a copy of
+ * its own on A's database), and unset on C, on a database of its own.
+ */
+export const step: Step = {
+  id: '11',
+  slug: 'expiry',
+  get title() {
+    return t('step.11.title');
+  },
+  async live(ctx: LiveContext) {
+    const ttlS = gradedTtlS();
+    const env = { IDEM_TTL_S: String(ttlS) };
+    const wait = ttlS * 1000 + EXPIRY_MARGIN_MS;
+    // C keeps the default TTL, on a database of its own: A's sweeps must not reach its records.
+    const startedC = ctx.startServer({ ownDatabase: true, label: 'C', priority: wait });
+    let startedB: Promise<ServerInstance> | undefined;
+    try {
+      const a = await ctx.startServer({ env, label: 'A', priority: wait + 500 });
+      // B, a second pod on A's database, starts once A has set it up.
+      startedB = ctx.startServer({ env, ownCopy: true, label: 'B', priority: wait });
+      return await expiry(ctx, a, startedB, startedC, ttlS);
+    } finally {
+      // Every start is over before the check ends, so that the engine stops what came up.
+      await Promise.allSettled([startedC, startedB]);
+    }
+  },
+  get hints() {
+    return [t('step.11.hint.1'), t('step.11.hint.2'), t('step.11.hint.3')];
+  },
+};
