@@ -3,10 +3,11 @@
  * catalogs by i18n/en.ts, ko.ts and zh.ts.
  */
 import * as replayed from './09-replayed.js';
+import * as state from './14-state.js';
 
 /** English, the source. */
-export const en = { ...replayed.en } as const;
+export const en = { ...replayed.en, ...state.en } as const;
 /** Korean. */
-export const ko: Record<keyof typeof en, string> = { ...replayed.ko };
+export const ko: Record<keyof typeof en, string> = { ...replayed.ko, ...state.ko };
 /** Chinese. */
-export const zh: Record<keyof typeof en, string> = { ...replayed.zh };
+export const zh: Record<keyof typeof en, string> = { ...replayed.zh, ...state.zh };

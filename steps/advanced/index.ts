@@ -1,4 +1,5 @@
 import { step as replayed } from './09-replayed.js';
+import { step as state } from './14-state.js';
 import type { Step, Track } from '../../grader/track.js';
 
 /**
@@ -7,7 +8,7 @@ import type { Step, Track } from '../../grader/track.js';
  * stored response against the payment's state now, keyless clients). Each is graded live
  * against the advanced server contract (docs/server-contract.md, "The advanced track").
  */
-export const ADVANCED_STEPS: readonly Step[] = [replayed];
+export const ADVANCED_STEPS: readonly Step[] = [replayed, state];
 
 /** The advanced track: steps 09 on, laid out with `idem-lab track advanced`. */
 export const ADVANCED: Track = { id: 'advanced', steps: ADVANCED_STEPS };
