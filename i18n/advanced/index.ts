@@ -4,10 +4,11 @@
  */
 import * as replayed from './09-replayed.js';
 import * as state from './14-state.js';
+import * as keyless from './15-keyless.js';
 
 /** English, the source. */
-export const en = { ...replayed.en, ...state.en } as const;
+export const en = { ...replayed.en, ...state.en, ...keyless.en } as const;
 /** Korean. */
-export const ko: Record<keyof typeof en, string> = { ...replayed.ko, ...state.ko };
+export const ko: Record<keyof typeof en, string> = { ...replayed.ko, ...state.ko, ...keyless.ko };
 /** Chinese. */
-export const zh: Record<keyof typeof en, string> = { ...replayed.zh, ...state.zh };
+export const zh: Record<keyof typeof en, string> = { ...replayed.zh, ...state.zh, ...keyless.zh };
