@@ -183,8 +183,9 @@ export const step: Step = {
     ours.push(await ctx.pay(a, { key: fingerprint, body }));
     expectNew(ours[ours.length - 1], ours.slice(0, -1), t('step.15.what.fingerprintKey', { key: fingerprint.slice(0, 12) }));
     const other = ctx.data.payment();
-    const keyedFirst = await ctx.pay(a, { key: labFingerprint(other), body: other });
-    expectNew(keyedFirst, ours, t('step.15.what.fingerprintKey', { key: labFingerprint(other).slice(0, 12) }));
+    const otherFingerprint = labFingerprint(other);
+    const keyedFirst = await ctx.pay(a, { key: otherFingerprint, body: other });
+    expectNew(keyedFirst, ours, t('step.15.what.fingerprintKey', { key: otherFingerprint.slice(0, 12) }));
     expectNew(await ctx.pay(a, { body: other }), [keyedFirst], t('step.15.what.afterKeyed'));
 
     await keylessRace(ctx, a);
