@@ -2,8 +2,9 @@
  * The audit every live check ends with: the money and the ledger against every request
  * the check sent, not only the payment it was about. What was paid is derived from the
  * exchanges themselves: each distinct (idempotency key, body) answered 201 is one payment,
- * and so is each keyless request answered 201; every other request (400, 409, 422, a 5xx,
- * no answer) paid nothing. Then:
+ * and so is each keyless request answered 201 (or, when the check says keyless requests are
+ * deduplicated, see KeylessGrouping, each distinct keyless (body, payment_id answered));
+ * every other request (400, 409, 422, a 5xx, no answer) paid nothing. Then:
  * - the provider's statement must show exactly one charge per payment, for its user and
  *   amount: a refused request that reached charge() is named, and a server that keeps no
  *   statement, or wrote no line for a payment, fails (the server contract's
@@ -48,10 +49,23 @@ export interface Payment {
 }
 
 /**
- * The payments the exchanges made, in the order of their first 201, and the requests that
- * made none, grouped by body.
+ * How the audit groups requests sent without an Idempotency-Key header into payments:
+ * - `each` (the default): every keyless 201 is a payment of its own, as a server that
+ *   requires keys (or charges every keyless request) makes them;
+ * - `same-answer`: keyless 201s that sent the same body and answered the same payment_id
+ *   are one payment, the later ones its replays, as a server that deduplicates keyless
+ *   requests by their body makes them. Still strict: each such payment must have exactly
+ *   one charge and one ledger row (without a key), so a "replay" that charged again, or
+ *   two answers that share a payment_id for two charges, fail all the same.
+ * An empty header ('') is never keyless: those 201s are payments of their own either way.
  */
-export function paymentsOf(exchanges: Exchange[]): { payments: Payment[]; refused: Map<string, Exchange[]> } {
+export type KeylessGrouping = 'each' | 'same-answer';
+
+/**
+ * The payments the exchanges made, in the order of their first 201, and the requests that
+ * made none, grouped by body. `keyless`: how requests without a key are grouped (default `each`).
+ */
+export function paymentsOf(exchanges: Exchange[], keyless: KeylessGrouping = 'each'): { payments: Payment[]; refused: Map<string, Exchange[]> } {
   const byKey = new Map<string, Payment>();
   const payments: Payment[] = [];
   const refused = new Map<string, Exchange[]>();
@@ -64,10 +78,18 @@ export function paymentsOf(exchanges: Exchange[]): { payments: Payment[]; refuse
       known.requests.push(exchange);
       continue;
     }
+    // A keyless 201 of a deduplicating server: one payment per body and payment_id answered.
+    const answer = exchange.key === undefined && keyless === 'same-answer' && exchange.status === 201 ? `${id}\0${String(idOf(exchange))}` : undefined;
+    const replayed = answer === undefined ? undefined : byKey.get(answer);
+    if (replayed) {
+      replayed.requests.push(exchange);
+      continue;
+    }
     if (exchange.status === 201) {
       const payment: Payment = { key: exchange.key, body, first: exchange, requests: [exchange] };
       payments.push(payment);
       if (exchange.key !== undefined && exchange.key !== '') byKey.set(id, payment);
+      if (answer !== undefined) byKey.set(answer, payment);
     } else {
       refused.set(bodyId(body), [...(refused.get(bodyId(body)) ?? []), exchange]);
     }
@@ -75,13 +97,18 @@ export function paymentsOf(exchanges: Exchange[]): { payments: Payment[]; refuse
   return { payments, refused };
 }
 
-/** The payment_id the first answer of a payment gave, when it gave one. */
-function answeredId(p: Payment): unknown {
+/** The payment_id an answer gave, when it gave one. */
+function idOf(exchange: Exchange): unknown {
   try {
-    return (JSON.parse(p.first.responseBody ?? '') as { payment_id?: unknown }).payment_id;
+    return (JSON.parse(exchange.responseBody ?? '') as { payment_id?: unknown }).payment_id;
   } catch {
     return undefined;
   }
+}
+
+/** The payment_id the first answer of a payment gave, when it gave one. */
+function answeredId(p: Payment): unknown {
+  return idOf(p.first);
 }
 
 function rowMatches(row: LedgerRow, p: Payment): boolean {
@@ -98,7 +125,7 @@ export function auditPayments(ctx: LiveContext): void {
   // Every success must be a payment as the contract writes it, for what was sent.
   for (const exchange of ctx.exchanges) if (exchange.status === 201 && bodyOf(exchange)) paymentOf(exchange);
   for (const db of ctx.databases()) {
-    const { payments, refused } = paymentsOf(db.exchanges);
+    const { payments, refused } = paymentsOf(db.exchanges, ctx.keylessGrouping);
     auditStatement(db, payments, refused);
     auditLedger(ctx, db, payments);
   }

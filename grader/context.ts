@@ -10,6 +10,7 @@ import { TestData, type Seed } from './seed.js';
 import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import type { Exchange, LedgerRow } from './types.js';
+import type { KeylessGrouping } from './audit.js';
 
 export type { Charge } from './statement.js';
 
@@ -84,6 +85,13 @@ export class LiveContext {
   readonly exchanges: Exchange[] = [];
   /** Advice that does not fail the step. */
   readonly warnings: string[] = [];
+  /**
+   * How the audit after the check (audit.ts) groups requests sent without a key into
+   * payments: `each` keyless 201 its own (the default, strict for a track that requires
+   * keys), or `same-answer` for a check whose servers deduplicate keyless requests by body
+   * (see KeylessGrouping). Set it in the check before it ends.
+   */
+  keylessGrouping: KeylessGrouping = 'each';
   private readonly servers: ServerInstance[] = [];
   /** The database each instance runs on, by instance. */
   private readonly databaseOf = new Map<ServerInstance, CheckDatabase>();

@@ -5,10 +5,12 @@
 import * as replayed from './09-replayed.js';
 import * as scope from './10-scope.js';
 import * as expiry from './11-expiry.js';
+import * as state from './14-state.js';
+import * as keyless from './15-keyless.js';
 
 /** English, the source. */
-export const en = { ...replayed.en, ...scope.en, ...expiry.en } as const;
+export const en = { ...replayed.en, ...scope.en, ...expiry.en, ...state.en, ...keyless.en } as const;
 /** Korean. */
-export const ko: Record<keyof typeof en, string> = { ...replayed.ko, ...scope.ko, ...expiry.ko };
+export const ko: Record<keyof typeof en, string> = { ...replayed.ko, ...scope.ko, ...expiry.ko, ...state.ko, ...keyless.ko };
 /** Chinese. */
-export const zh: Record<keyof typeof en, string> = { ...replayed.zh, ...scope.zh, ...expiry.zh };
+export const zh: Record<keyof typeof en, string> = { ...replayed.zh, ...scope.zh, ...expiry.zh, ...state.zh, ...keyless.zh };
