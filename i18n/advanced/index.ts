@@ -7,10 +7,11 @@ import * as scope from './10-scope.js';
 import * as expiry from './11-expiry.js';
 import * as state from './14-state.js';
 import * as keyless from './15-keyless.js';
+import * as summaries from './summaries.js';
 
 /** English, the source. */
-export const en = { ...replayed.en, ...scope.en, ...expiry.en, ...state.en, ...keyless.en } as const;
+export const en = { ...replayed.en, ...scope.en, ...expiry.en, ...state.en, ...keyless.en, ...summaries.en } as const;
 /** Korean. */
-export const ko: Record<keyof typeof en, string> = { ...replayed.ko, ...scope.ko, ...expiry.ko, ...state.ko, ...keyless.ko };
+export const ko: Record<keyof typeof en, string> = { ...replayed.ko, ...scope.ko, ...expiry.ko, ...state.ko, ...keyless.ko, ...summaries.ko };
 /** Chinese. */
-export const zh: Record<keyof typeof en, string> = { ...replayed.zh, ...scope.zh, ...expiry.zh, ...state.zh, ...keyless.zh };
+export const zh: Record<keyof typeof en, string> = { ...replayed.zh, ...scope.zh, ...expiry.zh, ...state.zh, ...keyless.zh, ...summaries.zh };

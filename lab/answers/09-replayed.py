@@ -1,0 +1,1 @@
+../../fixtures/advanced/reference.py
