@@ -1,4 +1,4 @@
-import { CheckFailed } from '../../grader/failure.js';
+import { CheckFailed, inPart } from '../../grader/failure.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
 import { t } from '../../i18n/index.js';
@@ -10,19 +10,6 @@ import type { Step } from '../../grader/track.js';
 /** Where the advanced contract serves a payment's state now: `/payments/{id}` (docs/server-contract.md). */
 export function paymentPath(id: number): string {
   return `/payments/${id}`;
-}
-
-/**
- * Runs one part of the step and names it in its failure (`After the refund: ...`).
- * @throws CheckFailed with the part's name before the message
- */
-async function part(name: string, run: () => Promise<void>): Promise<void> {
-  try {
-    await run();
-  } catch (err) {
-    if (!(err instanceof CheckFailed) || err.message.startsWith(name)) throw err;
-    throw new CheckFailed(`${name} ${err.message}`, err.why, err.evidence);
-  }
 }
 
 /**
@@ -108,13 +95,13 @@ export const step: Step = {
     expectStatus(second, 201, t('check.first201'), t('step.14.first.why'));
     linkOf(second, paymentOf(second).payment_id as number, t('step.14.what.second'));
 
-    await part(t('step.14.part.before'), async () => {
+    await inPart(t('step.14.part.before'), async () => {
       await expectState(ctx, a, link, payment, 'charged');
       replayWithLink(first, await ctx.pay(a, { key, body }), id, t('step.14.what.replay'));
     });
     const refund = await ctx.request(a, 'POST', `${link}/refund`);
     expectStatus(refund, 200, t('step.14.refund', { link }), t('step.14.refund.why'));
-    await part(t('step.14.part.after'), async () => {
+    await inPart(t('step.14.part.after'), async () => {
       replayWithLink(first, await ctx.pay(a, { key, body }), id, t('step.14.what.replay'));
       await expectState(ctx, a, link, payment, 'refunded');
     });
@@ -122,7 +109,7 @@ export const step: Step = {
     await ctx.stopServer(a);
     ctx.renewCopies();
     const b = await ctx.startServer({ priority: 200 });
-    await part(t('step.14.part.restart'), async () => {
+    await inPart(t('step.14.part.restart'), async () => {
       replayWithLink(first, await ctx.pay(b, { key, body }), id, t('step.14.what.replay'));
       await expectState(ctx, b, link, payment, 'refunded');
     });

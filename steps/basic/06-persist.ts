@@ -1,4 +1,4 @@
-import { CheckFailed, expect } from '../../grader/failure.js';
+import { expect, inPart } from '../../grader/failure.js';
 import { t } from '../../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../../grader/paste.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
@@ -9,20 +9,6 @@ import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
 
 const RESTART = /restart|\bstop\b|\bkill\b|server\.py|재시작|다시 시작|重启|重新启动/i;
-
-/**
- * Runs one part of step 06 and names it in its failure (`After a restart: ...`), so the
- * learner knows which of the three promises broke.
- * @throws CheckFailed with the part's name before the message
- */
-async function part(name: string, run: () => Promise<void>): Promise<void> {
-  try {
-    await run();
-  } catch (err) {
-    if (!(err instanceof CheckFailed) || err.message.startsWith(name)) throw err;
-    throw new CheckFailed(`${name} ${err.message}`, err.why, err.evidence);
-  }
-}
 
 /**
  * The simulated database round trip of the split race on a slow database, in ms
@@ -85,14 +71,14 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
   await ctx.stopServer(a);
   ctx.renewCopies();
   const [b, c] = await Promise.all([ctx.startServer({ priority: 500 }), ctx.startServer({ ownCopy: true, priority: 500 })]);
-  await part(t('step.06.part.restart'), async () => {
+  await inPart(t('step.06.part.restart'), async () => {
     const WHY_RESTART = t('step.06.restart.why');
     const retry = await ctx.pay(b, { key, body });
     expectReplay(first, retry, WHY_RESTART);
     expectRows(ctx, key, 1, [first, retry], WHY_RESTART);
     expectCharges(ctx, body, 1, [first, retry], WHY_RESTART);
   });
-  await part(t('step.06.part.shared'), async () => {
+  await inPart(t('step.06.part.shared'), async () => {
     const WHY_SHARED = t('step.06.shared.why');
     const key2 = ctx.freshKey();
     const shared = ctx.data.payment();
@@ -104,7 +90,7 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
     expectRows(ctx, key2, 1, [onB, onC], WHY_SHARED);
     expectCharges(ctx, shared, 1, [onB, onC], WHY_SHARED);
   });
-  await part(t('step.06.part.split'), async () => {
+  await inPart(t('step.06.part.split'), async () => {
     // One round, sent while the database's write lock is held: every look-up comes before
     // any claim, so a claim that is not atomic across processes charges twice every time.
     // (A look-up after another write is raced on the slow database, slowDatabaseSplit.)
@@ -160,7 +146,7 @@ export const step: Step = {
     // up): a split race on instances D and E of a database of their own (the restart leaves
     // the pods of another database running). When A could not start either, A's failure is
     // said first.
-    const slowSplit = part(t('step.06.part.slowSplit', { ms: SPLIT_DB_MS }), () => slowDatabaseSplit(ctx)).then(
+    const slowSplit = inPart(t('step.06.part.slowSplit', { ms: SPLIT_DB_MS }), () => slowDatabaseSplit(ctx)).then(
       () => undefined,
       (err: unknown) => ({ err }),
     );
