@@ -171,9 +171,13 @@ export async function sendOn(
   try {
     const res = await client.request({ method, path, headers, body: method === 'POST' ? requestBody : undefined });
     exchange.status = res.statusCode;
-    // Idempotent-Replayed is Stripe's name for the same header.
-    const replayed = res.headers['idempotency-replayed'] ?? res.headers['idempotent-replayed'];
-    if (replayed !== undefined) exchange.replayed = Array.isArray(replayed) ? replayed.join(', ') : replayed;
+    // Idempotent-Replayed is Stripe's name for the same header: `replayed` is the first of
+    // the two the server sent, `replayedAlias` Stripe's when it sent both.
+    const headerText = (value: string | string[] | undefined) => (Array.isArray(value) ? value.join(', ') : value);
+    const ours = headerText(res.headers['idempotency-replayed']);
+    const stripe = headerText(res.headers['idempotent-replayed']);
+    if (ours !== undefined || stripe !== undefined) exchange.replayed = ours ?? stripe;
+    if (ours !== undefined && stripe !== undefined) exchange.replayedAlias = stripe;
     const location = res.headers.location;
     if (location !== undefined) exchange.location = Array.isArray(location) ? location.join(', ') : location;
     const { text, truncated } = await readBounded(res.body, MAX_BODY_BYTES);

@@ -29,8 +29,10 @@ export interface Exchange {
   requestBody: string;
   /** The HTTP status; undefined when no answer came (see `error`). */
   status?: number;
-  /** The Idempotency-Replayed response header, when the server sent one. */
+  /** The Idempotency-Replayed response header (or Stripe's Idempotent-Replayed, when only that one came), when the server sent one. */
   replayed?: string;
+  /** Stripe's Idempotent-Replayed header, when the server sent it beside Idempotency-Replayed. */
+  replayedAlias?: string;
   /** The Location response header (RFC 9110 §10.2.2: the resource a 201 created), when the server sent one. */
   location?: string;
   /** The response body as text (at most its first 64 KB, see `truncated`). */

@@ -10,19 +10,33 @@ import type { Step } from '../../grader/track.js';
 /** The provider's latency on 09's server, in ms: the race's waiters find the first request in flight for this long. */
 export const RACE_CHARGE_MS = 300;
 
-/** Whether an answer says it is a replay: Idempotency-Replayed (or Stripe's Idempotent-Replayed) `true`, in any case. */
+/** The replay headers an answer carried, lower-cased and trimmed: Idempotency-Replayed and Stripe's Idempotent-Replayed. */
+function replayHeaders(exchange: Exchange): string[] {
+  return [exchange.replayed, exchange.replayedAlias].filter((v): v is string => v !== undefined).map((v) => v.trim().toLowerCase());
+}
+
+/**
+ * Whether an answer says it is a replay: Idempotency-Replayed (or Stripe's
+ * Idempotent-Replayed) `true`, in any case, and neither header saying anything else.
+ */
 export function saysReplayed(exchange: Exchange): boolean {
-  return exchange.replayed?.trim().toLowerCase() === 'true';
+  const values = replayHeaders(exchange);
+  return values.length > 0 && values.every((v) => v === 'true');
 }
 
 /**
  * A first response, or a refusal, must not say it is a replay (the essay: the header tells
- * the client and whoever reads the logs whether the answer was processed anew).
+ * the client and whoever reads the logs whether the answer was processed anew): each
+ * replay header it carries says `false`, or there is none.
  * @throws CheckFailed naming the answer
  */
-function notReplayed(exchange: Exchange, what: string): void {
-  if (exchange.replayed !== undefined && exchange.replayed.trim().toLowerCase() !== 'false') {
-    throw new CheckFailed(t('step.09.notReplay', { what, value: exchange.replayed }), t('step.09.notReplay.why'), { exchanges: [exchange] });
+export function notReplayed(exchange: Exchange, what: string): void {
+  const said = (v: string | undefined) => v !== undefined && v.trim().toLowerCase() !== 'false';
+  // `replayed` holds Stripe's header only when it came alone (see Exchange.replayedAlias): it is named as ours then.
+  const header = said(exchange.replayed) ? 'Idempotency-Replayed' : 'Idempotent-Replayed';
+  const value = said(exchange.replayed) ? exchange.replayed : said(exchange.replayedAlias) ? exchange.replayedAlias : undefined;
+  if (value !== undefined) {
+    throw new CheckFailed(t('step.09.notReplay', { what, header, value }), t('step.09.notReplay.why'), { exchanges: [exchange] });
   }
 }
 
@@ -53,7 +67,12 @@ export const step: Step = {
   async live(ctx: LiveContext) {
     // A provider slow enough (RACE_CHARGE_MS) that the race's nine other requests always
     // find the first one still in flight and wait for it, however loaded the machine.
-    const server = await ctx.startServer({ priority: 1200, chargeMs: Math.max(RACE_CHARGE_MS, chargeMs()) });
+    // B: a second pod on the same database, from a copy of its own, started beside A: a
+    // replay there says so too (a mark kept in one process's memory does not).
+    const [server, pod] = await Promise.all([
+      ctx.startServer({ priority: 1200, chargeMs: Math.max(RACE_CHARGE_MS, chargeMs()) }),
+      ctx.startServer({ priority: 600, ownCopy: true }),
+    ]);
     const key = ctx.freshKey();
     const body = ctx.data.payment();
     const first = await ctx.pay(server, { key, body });
@@ -62,6 +81,8 @@ export const step: Step = {
     notReplayed(first, t('step.09.what.first'));
     const retry = await ctx.pay(server, { key, body });
     replayed(first, retry, t('step.09.what.retry'));
+    const elsewhere = await ctx.pay(pod, { key, body });
+    replayed(first, elsewhere, t('step.09.what.otherPod'));
     const conflict = await ctx.pay(server, { key, body: { user: body.user, amount: body.amount + 1 } });
     expectStatus(conflict, 422, t('step.09.conflict'), t('step.09.conflict.why'));
     notReplayed(conflict, t('step.09.what.refusal'));
@@ -74,7 +95,9 @@ export const step: Step = {
     // Ten at once, sent while the database is locked: one claims the key and charges, the
     // other nine find it in flight and wait for its record.
     const round = await raceRound(ctx, [server], t('step.09.race'), { lockDatabase: true });
-    const answers = ctx.exchanges.filter((e) => e.key === round.key && e.status === 201);
+    const raced = ctx.exchanges.filter((e) => e.key === round.key);
+    for (const refusal of raced.filter((e) => e.status !== undefined && e.status !== 201)) notReplayed(refusal, t('step.09.what.raceRefusal', { status: refusal.status! }));
+    const answers = raced.filter((e) => e.status === 201);
     const firsts = answers.filter((e) => !saysReplayed(e));
     if (firsts.length !== 1) {
       throw new CheckFailed(t('step.09.raceFirsts', { count: answers.length, firsts: firsts.length }), t('step.09.raceFirsts.why'), { exchanges: answers });
