@@ -23,8 +23,13 @@ export const en = {
   'step.12.liveRobbed.why': 'A young claim belongs to a request that is still running. Taking it over, or clearing claims when a server starts, lets a second request finish a payment the first one is still making.',
   'step.12.liveRetry': 'A retry sent while the first request was still charging was answered {status}: it must wait for the first request\'s answer or get 409.',
   'step.12.liveOnce.why': 'Both requests were one payment: one charge and one ledger row, whoever answers.',
+  'step.12.part.slow': 'When a charge outlasted IDEM_LOCK_S ({lock} s):',
+  'step.12.slow.why': 'A charge slower than IDEM_LOCK_S has its claim taken over by a retry while it still runs. When it returns, the claim is no longer its own: if it still finishes, the one payment gets two ledger rows.',
+  'step.12.slowTwice': 'The ledger holds {rows} rows for one key: a retry on {server} took over a claim older than IDEM_LOCK_S ({lock} s) and finished the payment, and the request that had made the claim, still charging then, finished it too.',
+  'step.12.slowStuck': 'A retry never got 201 while a charge outlasted IDEM_LOCK_S ({lock} s): for {seconds} s every try got {last} ({tries} in all).',
+  'step.12.slowOwner': 'The request whose claim was taken over while it charged was answered {status}; it must get 409, or the payment the retry finished.',
   'step.12.pass':
-    'Killed in the middle of a charge, server A left its claim behind; the retries on the restarted server got 201 on try {tries}, {seconds} s after the first (IDEM_LOCK_S {lock} s), with one charge and one row, and retries while another server was charging got {how} and took nothing over.',
+    'Killed in the middle of a charge, server A left its claim behind; the retries on the restarted server got 201 on try {tries}, {seconds} s after the first (IDEM_LOCK_S {lock} s), with one charge and one row; a charge slower than IDEM_LOCK_S still made one row; and retries while another server was charging got {how} and took nothing over.',
 } as const;
 
 /** 한국어. */
@@ -52,8 +57,13 @@ export const ko: Record<keyof typeof en, string> = {
   'step.12.liveRobbed.why': '젊은 선점은 아직 실행 중인 요청의 것입니다. 그것을 넘겨받거나 서버가 시작할 때 선점을 지우면, 첫 요청이 아직 하고 있는 결제를 두 번째 요청이 끝내 버립니다.',
   'step.12.liveRetry': '첫 요청이 아직 결제하는 동안 보낸 재시도에 {status} 응답이 왔습니다. 첫 요청의 응답을 기다리거나 409를 받아야 합니다.',
   'step.12.liveOnce.why': '두 요청은 결제 하나였습니다. 누가 응답하든 결제도 원장 행도 하나씩입니다.',
+  'step.12.part.slow': '결제가 IDEM_LOCK_S({lock}초)보다 오래 걸렸을 때:',
+  'step.12.slow.why': 'IDEM_LOCK_S보다 느린 결제는 아직 실행 중일 때 재시도에게 선점을 넘겨줍니다. 결제가 돌아왔을 때 선점은 더 이상 자기 것이 아닙니다. 그래도 끝내 버리면 결제 하나에 원장 행이 둘 생깁니다.',
+  'step.12.slowTwice': '키 하나에 원장 행이 {rows}개 있습니다. {server} 서버의 재시도가 IDEM_LOCK_S({lock}초)보다 오래된 선점을 넘겨받아 결제를 끝냈고, 그때까지 결제하던 원래 요청도 결제를 끝냈습니다.',
+  'step.12.slowStuck': '결제가 IDEM_LOCK_S({lock}초)보다 오래 걸리는 동안 재시도는 201을 한 번도 받지 못했습니다. {seconds}초 동안 시도마다 {last} 응답이었습니다(모두 {tries}번).',
+  'step.12.slowOwner': '결제하는 동안 선점을 넘겨준 요청에 {status} 응답이 왔습니다. 409이거나, 재시도가 끝낸 그 결제여야 합니다.',
   'step.12.pass':
-    '결제 도중에 죽은 A 서버가 선점을 남겼고, 다시 시작한 서버에 보낸 재시도는 {tries}번째 시도에서, 첫 시도부터 {seconds}초 뒤 201을 받았습니다(IDEM_LOCK_S {lock}초). 결제도 원장 행도 하나였고, 다른 서버가 결제하는 동안 보낸 재시도는 {how} 응답을 받았으며 아무것도 넘겨받지 않았습니다.',
+    '결제 도중에 죽은 A 서버가 선점을 남겼고, 다시 시작한 서버에 보낸 재시도는 {tries}번째 시도에서, 첫 시도부터 {seconds}초 뒤 201을 받았습니다(IDEM_LOCK_S {lock}초). 결제도 원장 행도 하나였습니다. IDEM_LOCK_S보다 느린 결제도 원장 행은 하나였고, 다른 서버가 결제하는 동안 보낸 재시도는 {how} 응답을 받았으며 아무것도 넘겨받지 않았습니다.',
 };
 
 /** 中文。 */
@@ -81,6 +91,11 @@ export const zh: Record<keyof typeof en, string> = {
   'step.12.liveRobbed.why': '年轻的占位属于一个仍在运行的请求。接管它，或在服务器启动时清掉占位，都会让第二个请求去完成第一个请求还在进行的付款。',
   'step.12.liveRetry': '第一个请求还在扣款时发出的重试得到了 {status}：它应该等第一个请求的回应，或者得到 409。',
   'step.12.liveOnce.why': '两个请求是同一笔付款：不论谁来回应，都只能有一次扣款、一行账本。',
+  'step.12.part.slow': '扣款比 IDEM_LOCK_S（{lock} 秒）还慢时：',
+  'step.12.slow.why': '比 IDEM_LOCK_S 更慢的扣款，在它还在运行时占位就会被重试接管。等它返回，占位已经不是它的了：如果它仍去完成，一笔付款就会有两行账本。',
+  'step.12.slowTwice': '一个键在账本里有 {rows} 行：{server} 上的重试接管了比 IDEM_LOCK_S（{lock} 秒）更旧的占位并完成了付款，而原来那个当时仍在扣款的请求也完成了它。',
+  'step.12.slowStuck': '扣款比 IDEM_LOCK_S（{lock} 秒）还慢时，重试一次 201 也没得到：{seconds} 秒内每次尝试都得到 {last}（共 {tries} 次）。',
+  'step.12.slowOwner': '扣款期间占位被接管的那个请求得到了 {status}；它应该得到 409，或者重试完成的那笔付款。',
   'step.12.pass':
-    '服务器 A 在扣款途中被杀掉，留下了占位；向重启后的服务器重试，第 {tries} 次尝试、距第一次 {seconds} 秒时得到 201（IDEM_LOCK_S 为 {lock} 秒），只有一次扣款、一行账本；另一台服务器扣款期间的重试得到 {how}，没有接管任何占位。',
+    '服务器 A 在扣款途中被杀掉，留下了占位；向重启后的服务器重试，第 {tries} 次尝试、距第一次 {seconds} 秒时得到 201（IDEM_LOCK_S 为 {lock} 秒），只有一次扣款、一行账本；比 IDEM_LOCK_S 更慢的扣款也只有一行账本；另一台服务器扣款期间的重试得到 {how}，没有接管任何占位。',
 };

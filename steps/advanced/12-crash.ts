@@ -13,10 +13,12 @@ import type { Step } from '../../grader/track.js';
 export const CRASH_LOCK_S = 1;
 /**
  * IDEM_PROVIDER_REPLY_MS of the crashed deployment, in ms: once the provider's statement
- * shows the charge, its answer takes this long to come back, and A is killed in between.
- * Polled every POLL_MS, the kill lands in it with room to spare on a loaded machine.
+ * shows the charge, its answer takes this long to come back, and A is killed in between
+ * (polled every POLL_MS, the kill lands in it with room to spare on a loaded machine). On
+ * B, a charge of a new key outlasts IDEM_LOCK_S by this much less a second: the time in
+ * which a retry takes its claim over while its owner still charges.
  */
-export const CRASH_REPLY_MS = 1500;
+export const CRASH_REPLY_MS = 3000;
 /** How long, beyond IDEM_LOCK_S, the retries after the crash may take to get their 201, in ms: far less than the default IDEM_LOCK_S of 30 s. */
 export const RECOVERY_BOUND_MS = 4000;
 /** The retrying client's delay between two tries, in ms, and its most tries. */
@@ -43,7 +45,7 @@ async function part<T>(name: string, run: () => Promise<T>): Promise<T> {
     return await run();
   } catch (err) {
     // A server that could not start at all is said as such (StepResult.startFailed), not as a part's failure.
-    if (!(err instanceof CheckFailed) || err instanceof ServerStartFailed || err.message.startsWith(name)) throw err;
+    if (!(err instanceof CheckFailed) || err instanceof ServerStartFailed || err instanceof SlowOwnerFailed || err.message.startsWith(name)) throw err;
     throw new CheckFailed(`${name} ${err.message}`, err.why, err.evidence);
   }
 }
@@ -96,7 +98,8 @@ function chargesOf(ctx: LiveContext, body: { user: string; amount: number }, on:
  * the learner's files with only the database and the statement kept (a restarted pod keeps
  * its volume only), B starts there with the same settings, and a client retries on 409
  * every RETRY_DELAY_MS until a 201, for at most IDEM_LOCK_S + RECOVERY_BOUND_MS: one
- * charge, one ledger row, and a later retry replays that payment.
+ * charge, one ledger row, and a later retry replays that payment. Beside the retries, on
+ * B, a charge that outlasts IDEM_LOCK_S (slowOwner).
  * @returns how many tries the recovery took and how long, in ms
  * @throws CheckFailed naming what broke
  */
@@ -114,7 +117,36 @@ async function crashAndRecover(ctx: LiveContext): Promise<{ tries: number; ms: n
     });
   }
   ctx.renewCopies();
-  const b = await ctx.startServer({ env, label: 'B', priority: 1500 });
+  const b = await ctx.startServer({ env, label: 'B', priority: 1500 + CRASH_REPLY_MS });
+  // Beside the retries, on B: a charge that outlasts IDEM_LOCK_S while its owner lives.
+  // Its failure is its own part's; the retries' is the crash's.
+  const slow = part(t('step.12.part.slow', { lock: CRASH_LOCK_S }), () => slowOwner(ctx, b)).then(
+    () => undefined,
+    (err: unknown) => ({ err: err instanceof CheckFailed ? new SlowOwnerFailed(err) : err }),
+  );
+  const recovered = await recover(ctx, b, req, lost).then(
+    (value) => ({ value }),
+    (err: unknown) => ({ err }),
+  );
+  const slowly = await slow;
+  if ('err' in recovered) throw recovered.err;
+  if (slowly) throw slowly.err;
+  return recovered.value;
+}
+
+/** The slow owner's failure, carried through the crash's part unprefixed (it names its own part). */
+class SlowOwnerFailed extends CheckFailed {
+  constructor(err: CheckFailed) {
+    super(err.message, err.why, err.evidence);
+  }
+}
+
+/**
+ * The retries after the crash on B: on 409, again after RETRY_DELAY_MS, for at most
+ * IDEM_LOCK_S + RECOVERY_BOUND_MS; then one charge, one row, and a later retry replays.
+ * @throws CheckFailed naming what broke (money moved twice first)
+ */
+async function recover(ctx: LiveContext, b: ServerInstance, req: PayRequest & { key: string; body: { user: string; amount: number } }, lost: Exchange): Promise<{ tries: number; ms: number }> {
   const started = performance.now();
   const deadline = started + CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS;
   const tries: Exchange[] = [];
@@ -152,6 +184,55 @@ async function crashAndRecover(ctx: LiveContext): Promise<{ tries: number; ms: n
   const later = await ctx.pay(b, req);
   expectReplay(last, later, t('step.12.replay.why'));
   return { tries: tries.length, ms };
+}
+
+/**
+ * A charge that outlasts IDEM_LOCK_S: on B, a new key's charge takes IDEM_PROVIDER_REPLY_MS
+ * to come back, so once the statement shows it a client retries (on 409, every
+ * RETRY_DELAY_MS) and takes the claim over once it is older than IDEM_LOCK_S, while its owner
+ * is still charging. When the owner's charge returns, the claim is no longer its own: it
+ * must not finish it. Its answer is 409 or the same payment as the retries'; one charge,
+ * one ledger row, and a later retry replays.
+ * @throws CheckFailed naming what broke
+ */
+async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
+  const data = ctx.data.fork('slow-owner');
+  const req = { key: data.key(), body: data.payment() };
+  const owner = await chargeUnderWay(ctx, b, req);
+  const deadline = performance.now() + CRASH_REPLY_MS + RECOVERY_BOUND_MS;
+  const tries: Exchange[] = [];
+  while (tries.length < MAX_TRIES) {
+    const left = Math.round(deadline - performance.now());
+    if (left <= 0) break;
+    const retry = await ctx.pay(b, req, { connectMs: 2000, answerMs: Math.min(limits().requestMs, left) });
+    tries.push(retry);
+    if (retry.status !== 409) break;
+    await delay(RETRY_DELAY_MS);
+  }
+  const answer = await owner.answer;
+  const last = tries[tries.length - 1];
+  const why = t('step.12.slow.why');
+  const rows = ctx.ledger(b).filter((row) => row.idempotency_key === req.key);
+  if (rows.length > 1) {
+    throw new CheckFailed(t('step.12.slowTwice', { rows: rows.length, server: b.label, lock: CRASH_LOCK_S }), why, { exchanges: [answer, ...tries.slice(-3)], ledger: rows });
+  }
+  if (last === undefined || last.status === 409 || last.errorCode === 'timeout') {
+    throw new CheckFailed(
+      t('step.12.slowStuck', { tries: tries.length, seconds: ((CRASH_REPLY_MS + RECOVERY_BOUND_MS) / 1000).toFixed(1), lock: CRASH_LOCK_S, last: last?.status === 409 ? '409' : t('check.audit.noAnswer') }),
+      t('step.12.stuck.why'),
+      { exchanges: [answer, ...tries.slice(-3)] },
+    );
+  }
+  expectStatus(last, 201, t('step.12.retryStatus', { status: String(last.status) }), why);
+  paymentOf(last);
+  if (answer.status !== 409) {
+    expectStatus(answer, 201, t('step.12.slowOwner', { status: String(answer.status) }), why);
+    expectReplay(last, answer, why);
+  }
+  expectCharges(ctx, req.body, 1, [answer, ...tries], why, b);
+  expectRows(ctx, req.key, 1, [answer, ...tries], why, b);
+  const later = await ctx.pay(b, req);
+  expectReplay(last, later, t('step.12.replay.why'));
 }
 
 /**
@@ -209,7 +290,9 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean): Pro
  * database and statement, and a retry must be answered 201 within IDEM_LOCK_S and a bound
  * (a claim older than IDEM_LOCK_S is taken over), with one charge (charge() gets the
  * record's key, as Stripe's API takes an idempotency key, so the provider moves the money
- * once) and one ledger row. Beside it, on a database of its own, a retry while another
+ * once) and one ledger row; on the restarted server, a charge that outlasts IDEM_LOCK_S is
+ * taken over by a retry and its owner, once its charge returns, must not finish the claim
+ * (still one row). Beside it, on a database of its own, a retry while another
  * server is still charging, and a server started then, must not take that younger claim
  * over: the first request keeps its payment (docs/server-contract.md, "The advanced track").
  */
