@@ -1,9 +1,9 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { CheckFailed, ServerStartFailed } from '../../grader/failure.js';
+import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { limits } from '../../grader/limits.js';
 import { t } from '../../i18n/index.js';
-import type { LiveContext } from '../../grader/context.js';
+import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { PayRequest } from '../../grader/http.js';
 import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
@@ -35,20 +35,6 @@ const POLL_MS = 5;
 export const LIVE_WINDOWS_MS = [2000, 4000] as const;
 /** IDEM_LOCK_S of the live deployment exceeds its window by this much, in s: its claim stays young while it charges. */
 export const LIVE_LOCK_MARGIN_S = 2;
-
-/**
- * Runs one part of step 12 and names it in its failure (`After the crash: ...`).
- * @throws CheckFailed with the part's name before the message
- */
-async function part<T>(name: string, run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (err) {
-    // A server that could not start at all is said as such (StepResult.startFailed), not as a part's failure.
-    if (!(err instanceof CheckFailed) || err instanceof ServerStartFailed || err instanceof SlowOwnerFailed || err.message.startsWith(name)) throw err;
-    throw new CheckFailed(`${name} ${err.message}`, err.why, err.evidence);
-  }
-}
 
 /** A request sent and not yet awaited, with the time its answer came (performance.now(), ms) once it has. */
 interface Pending {
@@ -92,20 +78,21 @@ function chargesOf(ctx: LiveContext, body: { user: string; amount: number }, on:
   return (ctx.charges(on) ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
 }
 
+/** The crashed deployment's settings (A, then B on its database). */
+const CRASH_ENV = { IDEM_LOCK_S: String(CRASH_LOCK_S), IDEM_PROVIDER_REPLY_MS: String(CRASH_REPLY_MS) };
+
+/** A payment of the crashed deployment: its key and body. */
+type Payment = PayRequest & { key: string; body: { user: string; amount: number } };
+
 /**
  * The crash: A pays and is killed (SIGKILL) once the provider's statement shows the charge,
  * before charge() returns; the killed request must get no answer. A's folder is put back as
  * the learner's files with only the database and the statement kept (a restarted pod keeps
- * its volume only), B starts there with the same settings, and a client retries on 409
- * every RETRY_DELAY_MS until a 201, for at most IDEM_LOCK_S + RECOVERY_BOUND_MS: one
- * charge, one ledger row, and a later retry replays that payment. Beside the retries, on
- * B, a charge that outlasts IDEM_LOCK_S (slowOwner).
- * @returns how many tries the recovery took and how long, in ms
- * @throws CheckFailed naming what broke
+ * its volume only), and B starts there with the same settings.
+ * @returns B, the payment and the killed request's exchange
+ * @throws CheckFailed when the charge never began or the request was answered anyway
  */
-async function crashAndRecover(ctx: LiveContext): Promise<{ tries: number; ms: number }> {
-  const env = { IDEM_LOCK_S: String(CRASH_LOCK_S), IDEM_PROVIDER_REPLY_MS: String(CRASH_REPLY_MS) };
-  const a = await ctx.startServer({ env, label: 'A', priority: 2000 });
+async function crashOnA(ctx: LiveContext, a: ServerInstance): Promise<{ b: ServerInstance; req: Payment; lost: Exchange }> {
   const data = ctx.data.fork('crash');
   const req = { key: data.key(), body: data.payment() };
   const inFlight = await chargeUnderWay(ctx, a, req);
@@ -117,36 +104,17 @@ async function crashAndRecover(ctx: LiveContext): Promise<{ tries: number; ms: n
     });
   }
   ctx.renewCopies();
-  const b = await ctx.startServer({ env, label: 'B', priority: 1500 + CRASH_REPLY_MS });
-  // Beside the retries, on B: a charge that outlasts IDEM_LOCK_S while its owner lives.
-  // Its failure is its own part's; the retries' is the crash's.
-  const slow = part(t('step.12.part.slow', { lock: CRASH_LOCK_S }), () => slowOwner(ctx, b)).then(
-    () => undefined,
-    (err: unknown) => ({ err: err instanceof CheckFailed ? new SlowOwnerFailed(err) : err }),
-  );
-  const recovered = await recover(ctx, b, req, lost).then(
-    (value) => ({ value }),
-    (err: unknown) => ({ err }),
-  );
-  const slowly = await slow;
-  if ('err' in recovered) throw recovered.err;
-  if (slowly) throw slowly.err;
-  return recovered.value;
-}
-
-/** The slow owner's failure, carried through the crash's part unprefixed (it names its own part). */
-class SlowOwnerFailed extends CheckFailed {
-  constructor(err: CheckFailed) {
-    super(err.message, err.why, err.evidence);
-  }
+  const b = await ctx.startServer({ env: CRASH_ENV, label: 'B', priority: 1500 + CRASH_REPLY_MS });
+  return { b, req, lost };
 }
 
 /**
- * The retries after the crash on B: on 409, again after RETRY_DELAY_MS, for at most
- * IDEM_LOCK_S + RECOVERY_BOUND_MS; then one charge, one row, and a later retry replays.
+ * The retries after the crash on B: a client retries on 409 every RETRY_DELAY_MS until a
+ * 201, for at most IDEM_LOCK_S + RECOVERY_BOUND_MS; then one charge, one ledger row, and a
+ * later retry replays that payment.
  * @throws CheckFailed naming what broke (money moved twice first)
  */
-async function recover(ctx: LiveContext, b: ServerInstance, req: PayRequest & { key: string; body: { user: string; amount: number } }, lost: Exchange): Promise<{ tries: number; ms: number }> {
+async function recover(ctx: LiveContext, b: ServerInstance, req: Payment, lost: Exchange): Promise<{ tries: number; ms: number }> {
   const started = performance.now();
   const deadline = started + CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS;
   const tries: Exchange[] = [];
@@ -235,6 +203,11 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
   expectReplay(last, later, t('step.12.replay.why'));
 }
 
+/** IDEM_LOCK_S of the live deployment of an attempt, in s. */
+const liveLockS = (attempt: number) => LIVE_WINDOWS_MS[attempt] / 1000 + LIVE_LOCK_MARGIN_S;
+/** The live deployment's settings of an attempt. */
+const liveEnv = (attempt: number) => ({ IDEM_LOCK_S: String(liveLockS(attempt)), IDEM_PROVIDER_REPLY_MS: String(LIVE_WINDOWS_MS[attempt]) });
+
 /**
  * A claim younger than IDEM_LOCK_S belongs to a live request. On a database of its own,
  * server C pays with a provider that answers `window` ms after the money moved; once the
@@ -248,13 +221,13 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
  *   aged past IDEM_LOCK_S) and `judge` is false: then nothing was judged
  * @throws CheckFailed naming what broke
  */
-async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean): Promise<string | undefined> {
+async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, started?: { c: ServerInstance; database: CheckDatabase }): Promise<string | undefined> {
   const window = LIVE_WINDOWS_MS[attempt];
-  const lock = window / 1000 + LIVE_LOCK_MARGIN_S;
-  const env = { IDEM_LOCK_S: String(lock), IDEM_PROVIDER_REPLY_MS: String(window) };
-  const database = ctx.newDatabase();
+  const lock = liveLockS(attempt);
+  const env = liveEnv(attempt);
+  const database = started?.database ?? ctx.newDatabase();
   const [first, second] = attempt === 0 ? ['C', 'D'] : ['E', 'F'];
-  const c = await ctx.startServer({ database, env, label: first, priority: 3000 + window });
+  const c = started?.c ?? (await ctx.startServer({ database, env, label: first, priority: 3000 + window }));
   const data = ctx.data.fork(`live-${attempt}`);
   const req = { key: data.key(), body: data.payment() };
   const owner = await chargeUnderWay(ctx, c, req);
@@ -304,23 +277,35 @@ export const step: Step = {
   },
   cost: 3,
   async live(ctx: LiveContext) {
-    // Side by side: the crash on the check's database, the live claim on one of its own.
-    const crash = part(t('step.12.part.crash'), () => crashAndRecover(ctx)).then(
-      (value) => ({ value }),
-      (err: unknown) => ({ err }),
+    // A and C first, outside the parts: a server that cannot start at all is said as such.
+    // C's database is its own: the crash is on the check's database, the live claim beside it.
+    const liveDatabase = ctx.newDatabase();
+    const starts = await Promise.allSettled([
+      ctx.startServer({ env: CRASH_ENV, label: 'A', priority: 2000 + CRASH_REPLY_MS }),
+      ctx.startServer({ database: liveDatabase, env: liveEnv(0), label: 'C', priority: 3000 + LIVE_WINDOWS_MS[0] }),
+    ]);
+    for (const start of starts) if (start.status === 'rejected') throw start.reason;
+    const [a, c] = starts.map((start) => (start as PromiseFulfilledResult<ServerInstance>).value);
+    const crashName = t('step.12.part.crash');
+    const settle = <T>(run: Promise<T>) => run.then((value) => ({ value }), (err: unknown) => ({ err }));
+    const crash = settle(
+      (async () => {
+        const { b, req, lost } = await inPart(crashName, () => crashOnA(ctx, a));
+        // Beside the retries, on B: a charge that outlasts IDEM_LOCK_S while its owner lives.
+        const [recovered, slow] = await Promise.all([
+          settle(inPart(crashName, () => recover(ctx, b, req, lost))),
+          settle(inPart(t('step.12.part.slow', { lock: CRASH_LOCK_S }), () => slowOwner(ctx, b))),
+        ]);
+        if ('err' in recovered) throw recovered.err;
+        if ('err' in slow) throw slow.err;
+        return recovered.value;
+      })(),
     );
-    const live = (async () => {
-      try {
-        const how = await part(t('step.12.part.live'), async () => (await liveClaim(ctx, 0, false)) ?? (await liveClaim(ctx, 1, true)));
-        return { value: how as string };
-      } catch (err) {
-        return { err };
-      }
-    })();
+    const live = settle(inPart(t('step.12.part.live'), async () => (await liveClaim(ctx, 0, false, { c, database: liveDatabase })) ?? (await liveClaim(ctx, 1, true))));
     const [crashed, lived] = await Promise.all([crash, live]);
     if ('err' in crashed) throw crashed.err;
     if ('err' in lived) throw lived.err;
-    return t('step.12.pass', { tries: crashed.value.tries, seconds: (crashed.value.ms / 1000).toFixed(1), lock: CRASH_LOCK_S, how: lived.value });
+    return t('step.12.pass', { tries: crashed.value.tries, seconds: (crashed.value.ms / 1000).toFixed(1), lock: CRASH_LOCK_S, how: lived.value ?? '' });
   },
   get hints() {
     return [t('step.12.hint.1'), t('step.12.hint.2'), t('step.12.hint.3')];
