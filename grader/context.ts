@@ -356,9 +356,13 @@ export class LiveContext {
     return this.data.key();
   }
 
-  /** Sends one POST /pay and records the exchange; never throws (see Exchange.error). */
-  async pay(server: ServerInstance, req: PayRequest): Promise<Exchange> {
-    const exchange = await send(server, 'POST', '/pay', req);
+  /**
+   * Sends one POST /pay and records the exchange; never throws (see Exchange.error).
+   * `timeouts`: its time limits in ms (default checkTimeouts()), e.g. a shorter wait for
+   * the answer when a check retries within a deadline of its own.
+   */
+  async pay(server: ServerInstance, req: PayRequest, timeouts?: Timeouts): Promise<Exchange> {
+    const exchange = await send(server, 'POST', '/pay', req, timeouts);
     this.exchanges.push(exchange);
     return exchange;
   }

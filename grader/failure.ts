@@ -62,11 +62,12 @@ export class SetupError extends Error {
 /**
  * Runs one part of a check and names it in its failure (`After a restart: ...`), so the
  * learner knows which promise broke; a failure already named so is passed on as it is.
+ * @returns what the part returns
  * @throws CheckFailed with the part's name before the message; any other error as it is
  */
-export async function inPart(name: string, run: () => Promise<void>): Promise<void> {
+export async function inPart<T>(name: string, run: () => Promise<T>): Promise<T> {
   try {
-    await run();
+    return await run();
   } catch (err) {
     if (!(err instanceof CheckFailed) || err.message.startsWith(name)) throw err;
     throw new CheckFailed(`${name} ${err.message}`, err.why, err.evidence);

@@ -14,6 +14,8 @@ export interface Charge {
   at: string;
   /** The server process that charged. */
   pid?: number;
+  /** The provider's idempotency key the charge was asked with (the advanced contract's charge(..., key)), when it was given one. */
+  key?: string;
 }
 
 /** The most of a statement that is read, in bytes: a server cannot make the grader hold more. */

@@ -9,7 +9,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { grade } from '../grader/engine.js';
 import { runningServerCount, resolveInterpreter } from '../grader/server.js';
-import { advancedSolutionNames } from '../fixtures/build.js';
+import { advancedSolutionNames, racySteps } from '../fixtures/build.js';
 import { ADVANCED_MATRIX } from '../fixtures/advanced-matrix.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
@@ -51,12 +51,17 @@ async function gradeSolution(solution: string, steps: typeof STEPS) {
 }
 
 for (const [solution, row] of Object.entries(ADVANCED_MATRIX)) {
-  test(`${solution}: ${ADVANCED_STEPS.map((s) => `${s.id}:${row[s.id] ? 'fail' : 'pass'}`).join(' ')}`, async () => {
-    const results = await gradeSolution(solution, ADVANCED_STEPS);
+  // A step the solution's own `# racy: NN` line names (a real race outside the step it
+  // targets, as in the basic matrix) is graded but its verdict not compared.
+  const racy = solution.includes('/') ? racySteps(solution) : [];
+  const judged = ADVANCED_STEPS.filter((s) => !racy.includes(s.id));
+  test(`${solution}: ${ADVANCED_STEPS.map((s) => `${s.id}:${racy.includes(s.id) ? 'racy' : row[s.id] ? 'fail' : 'pass'}`).join(' ')}`, async () => {
+    const all = await gradeSolution(solution, ADVANCED_STEPS);
+    const results = all.filter((r) => !racy.includes(r.id));
     assert.deepEqual(
       results.map((r) => `${r.id} ${r.status}`),
-      ADVANCED_STEPS.map((s) => `${s.id} ${row[s.id] ? 'fail' : 'pass'}`),
-      results.map((r) => `${r.id} ${r.status}: ${r.message}`).join('\n'),
+      judged.map((s) => `${s.id} ${row[s.id] ? 'fail' : 'pass'}`),
+      all.map((r) => `${r.id} ${r.status}: ${r.message}`).join('\n'),
     );
     for (const result of results) {
       const pattern = row[result.id];

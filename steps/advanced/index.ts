@@ -1,6 +1,8 @@
 import { step as replayed } from './09-replayed.js';
 import { step as scope } from './10-scope.js';
 import { step as expiry } from './11-expiry.js';
+import { step as crash } from './12-crash.js';
+import { step as minimal } from './13-minimal.js';
 import { step as state } from './14-state.js';
 import { step as keyless } from './15-keyless.js';
 import type { Step, Track } from '../../grader/track.js';
@@ -11,7 +13,7 @@ import type { Step, Track } from '../../grader/track.js';
  * stored response against the payment's state now, keyless clients). Each is graded live
  * against the advanced server contract (docs/server-contract.md, "The advanced track").
  */
-export const ADVANCED_STEPS: readonly Step[] = [replayed, scope, expiry, state, keyless];
+export const ADVANCED_STEPS: readonly Step[] = [replayed, scope, expiry, crash, minimal, state, keyless];
 
 /** The advanced track: steps 09 on, laid out with `idem-lab track advanced`. */
 export const ADVANCED: Track = { id: 'advanced', steps: ADVANCED_STEPS };
