@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed } from '../../grader/failure.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { chargeMs } from '../../grader/limits.js';
-import { findHidden, readCells, timestampForms } from '../../grader/tables.js';
+import { findHidden, readCells, timestampForms, type Cell } from '../../grader/tables.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { Step } from '../../grader/track.js';
@@ -20,6 +20,18 @@ export const PAYMENT_TABLES = ['ledger', 'refunds'] as const;
  * as the payment's charged_at, so its own time is never taken for a copy of it.
  */
 export const MIN_CHARGE_MS = 20;
+
+/**
+ * Whether a cell is a record's own time that happens to fall in the payment's millisecond:
+ * the contract's `idem.created_at` holding nothing but a time (a design may stamp its
+ * record when the payment completes, as the ledger row is written). A time anywhere else,
+ * or inside more than a time, is a copy of the response.
+ */
+function ownTime(cell: Cell, chargedAt: string, forms: readonly string[]): boolean {
+  if (cell.table !== 'idem' || cell.column !== 'created_at') return false;
+  const text = cell.value.toString('utf8').trim();
+  return text === chargedAt || forms.includes(text) || forms.includes(text.replace(/\D/g, ''));
+}
 
 /**
  * How long the check waits before each retry, in ms: a replay stamped anew (a fresh
@@ -62,7 +74,8 @@ export const step: Step = {
     ctx.ledger(a);
     const cells = readCells(ctx.database(a).dbPath, PAYMENT_TABLES);
     const chargedAt = String(payment.charged_at);
-    const found = findHidden(cells, chargedAt, timestampForms(chargedAt));
+    const forms = timestampForms(chargedAt);
+    const found = findHidden(cells, chargedAt, forms).filter((f) => !ownTime(f.cell, chargedAt, forms));
     if (found.length > 0) {
       const { cell, how } = found[0];
       throw new CheckFailed(
