@@ -149,9 +149,12 @@ async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: numb
 }
 
 /**
- * Requires the answer to a request under an expired key to be a 410 with an `{"error"}`
- * and no payment, and the key's payment to be charged once and recorded once still.
- * @throws CheckFailed saying what the server did instead: replayed, processed again, another status
+ * Requires the answer to a request under an expired key to be a 410 with an `{"error"}`,
+ * no payment_id (a refusal carries none of the first payment: docs/server-contract.md) and
+ * no Idempotency-Replayed: true (a refusal is not a replay: step 09's rule, saysReplayed),
+ * and the key's payment to be charged once and recorded once still.
+ * @throws CheckFailed saying what the server did instead: replayed, processed again, another
+ *   status, a body with a payment or without an error, a replay header
  */
 function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number): void {
   const { sent, first } = paid;
@@ -231,11 +234,17 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
  * refused with 410 Gone and an `{"error"}` telling the client to send a new key, and is
  * never processed again: not on a second try, not on another instance on the same
  * database, not after the record was deleted (the ledger keeps the key). Expired records
- * are deleted, so the idem table stays bounded; a key within its TTL still replays. (The
- * essay: keys are kept for a while, Stripe's for 24 hours, and a key reused after that is
- * an error the client must see; docs/server-contract.md fixes 410 and says why.)
- * Graded with IDEM_TTL_S of gradedTtlS() s on A and on B (a second instance from a copy of
- * its own on A's database), and unset on C, on a database of its own.
+ * are deleted, so the store stays bounded (the rows of every table but ledger and refunds
+ * are counted, wherever the server keeps its records); a key within its TTL still replays,
+ * and a record's age counts from its payment, not from its last replay. A 410 carries no
+ * payment and no Idempotency-Replayed: true. (The essay: keys are kept for a while,
+ * Stripe's for 24 hours, and a key reused after that is an error the client must see;
+ * docs/server-contract.md fixes 410 and says why.) Graded with IDEM_TTL_S of gradedTtlS()
+ * s on A and on B (a second instance from a copy of its own on A's database), and unset on
+ * C, on a database of its own. The key left to expire is paid PAY_AT_MS past a second and
+ * replayed RETRY_PAST_MS past the whole second a TTL later (a clock of whole seconds
+ * refuses that retry, a TTL that slides from the last replay still replays the key
+ * EXPIRY_MARGIN_MS past the payment's TTL); it is then refused on A, A again and B.
  */
 export const step: Step = {
   id: '11',
