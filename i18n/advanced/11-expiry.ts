@@ -45,7 +45,7 @@ export const ko: Record<keyof typeof en, string> = {
   'step.11.noError.why': '클라이언트는 다음에 할 일, 즉 새 키로 결제를 다시 보내야 한다는 것을 알아야 합니다. 옛 결제가 담긴 410은 성공처럼 읽힙니다.',
   'step.11.sayNewKey': '410 응답의 오류 {error}에는 키 이야기가 없습니다. 키가 만료되었으니 새 키로 결제를 다시 보내라고 알려 주세요.',
   'step.11.unbounded': 'TTL {ttl}초가 지나고 새 결제 {made}건을 한 뒤에도 ledger와 refunds를 뺀 테이블에 행이 {records}개 남아 있습니다({tables}). TTL보다 젊은 기록은 많아야 {made}개이니, 기록을 어느 테이블에 두든 만료된 기록은 지워야 합니다.',
-  'step.11.saysReplayed': '서버 {server}가 만료된 키 {key}에 보낸 410 응답에 Idempotency-Replayed: true가 붙어 있었습니다. 거절은 재생이 아닙니다.',
+  'step.11.saysReplayed': '만료된 키 {key}에 대해 서버 {server}에서 보낸 410 응답에 Idempotency-Replayed: true가 붙어 있었습니다. 거절은 재생이 아닙니다.',
   'step.11.saysReplayed.why': '이 헤더는 클라이언트와 로그를 읽는 사람에게 이미 이루어진 결제의 저장된 응답이라고 알립니다. 거절에 붙이면 실제와 정반대를 말하게 됩니다.',
   'step.11.unbounded.why': 'TTL을 두는 이유는 저장소 크기를 묶어 두기 위해서입니다. 지우지 않은 기록은 지금까지 보낸 모든 키로 테이블을 채우고, 인덱스가 커지면서 빠르던 조회도 느려집니다. 키는 원장에 남으니 기록을 지워도 잃는 것이 없습니다.',
   'step.11.tooSlow': '결제 직후에 보낸 재시도가 세 번 연속 TTL {ttl}초가 지난 뒤에야 돌아왔습니다(마지막은 {ms}ms). 컴퓨터가 너무 바빠 만료를 채점할 수 없으니 검사를 다시 실행하세요.',
