@@ -16,12 +16,14 @@ export const en = {
   'step.11.noError': 'The 410 to the expired key {key} on {server} must be a JSON body with an error that asks for a new key, and must carry no payment.',
   'step.11.noError.why': 'The client has to learn what to do next: send the payment again with a new key. A 410 that carries the old payment reads like a success.',
   'step.11.sayNewKey': 'The error of the 410, {error}, does not mention the key: say that it has expired and that the payment must be sent again with a new key.',
-  'step.11.unbounded': 'After the TTL of {ttl} s and {made} new payments, the idem table still holds {records} records, while at most {made} are younger than the TTL: expired records must be deleted.',
+  'step.11.unbounded': 'After the TTL of {ttl} s and {made} new payments, the tables other than ledger and refunds still hold {records} rows ({tables}), while at most {made} records are younger than the TTL: expired records must be deleted, wherever they are kept.',
+  'step.11.saysReplayed': 'The 410 to the expired key {key} on {server} said Idempotency-Replayed: true, but a refusal is not a replay.',
+  'step.11.saysReplayed.why': 'The header tells the client, and whoever reads the logs, that this is the stored answer of a payment that was made; on a refusal it says the opposite of what happened.',
   'step.11.unbounded.why': 'A TTL exists so that the store stays bounded: records never deleted fill the table with every key ever sent, and as its index grows a look-up that was fast slows down. The ledger keeps the key, so deleting the record loses nothing.',
-  'step.11.tooSlow': 'Three times in a row a retry sent right after its payment came back only after the TTL of {ttl} s (the last after {ms} ms): the machine is too loaded to grade expiry. Run the check again.',
+  'step.11.tooSlow': 'Three times in a row a retry sent well within the TTL of its payment came back only after the TTL of {ttl} s (the last after {ms} ms): the machine is too loaded to grade expiry. Run the check again.',
   'step.11.default': 'With IDEM_TTL_S unset, a retry {s} s after its payment got HTTP {status}: unset, records are kept for {ttl} s (a day), and the retry replays.',
   'step.11.default.why': 'The contract\'s default TTL is {ttl} s: a server started without IDEM_TTL_S keeps its records for a day, as Stripe keeps keys for 24 hours.',
-  'step.11.pass': 'Within the TTL of {ttl} s keys replayed; past it they were refused with 410 on both instances, before and after their records were deleted, and charged nothing more; the idem table held {records} records for the {made} payments since; with IDEM_TTL_S unset a record was kept.',
+  'step.11.pass': 'Within the TTL of {ttl} s keys replayed; past it they were refused with 410 on both instances, before and after their records were deleted, and charged nothing more; the tables other than ledger and refunds held {records} rows for the {made} payments since; with IDEM_TTL_S unset a record was kept.',
 } as const;
 
 /** 한국어. */
@@ -42,12 +44,14 @@ export const ko: Record<keyof typeof en, string> = {
   'step.11.noError': '만료된 키 {key}에 대해 서버 {server}에서 보낸 410 응답은 새 키를 요청하는 오류가 담긴 JSON 본문이어야 하고, 결제 내용을 담으면 안 됩니다.',
   'step.11.noError.why': '클라이언트는 다음에 할 일, 즉 새 키로 결제를 다시 보내야 한다는 것을 알아야 합니다. 옛 결제가 담긴 410은 성공처럼 읽힙니다.',
   'step.11.sayNewKey': '410 응답의 오류 {error}에는 키 이야기가 없습니다. 키가 만료되었으니 새 키로 결제를 다시 보내라고 알려 주세요.',
-  'step.11.unbounded': 'TTL {ttl}초가 지나고 새 결제 {made}건을 한 뒤에도 idem 테이블에 기록이 {records}개 남아 있습니다. TTL보다 젊은 기록은 많아야 {made}개이니 만료된 기록을 지워야 합니다.',
+  'step.11.unbounded': 'TTL {ttl}초가 지나고 새 결제 {made}건을 한 뒤에도 ledger와 refunds를 뺀 테이블에 행이 {records}개 남아 있습니다({tables}). TTL보다 젊은 기록은 많아야 {made}개이니, 기록을 어느 테이블에 두든 만료된 기록은 지워야 합니다.',
+  'step.11.saysReplayed': '만료된 키 {key}에 대해 서버 {server}에서 보낸 410 응답에 Idempotency-Replayed: true가 붙어 있었습니다. 거절은 재생이 아닙니다.',
+  'step.11.saysReplayed.why': '이 헤더는 클라이언트와 로그를 읽는 사람에게 이미 이루어진 결제의 저장된 응답이라고 알립니다. 거절에 붙이면 실제와 정반대를 말하게 됩니다.',
   'step.11.unbounded.why': 'TTL을 두는 이유는 저장소 크기를 묶어 두기 위해서입니다. 지우지 않은 기록은 지금까지 보낸 모든 키로 테이블을 채우고, 인덱스가 커지면서 빠르던 조회도 느려집니다. 키는 원장에 남으니 기록을 지워도 잃는 것이 없습니다.',
-  'step.11.tooSlow': '결제 직후에 보낸 재시도가 세 번 연속 TTL {ttl}초가 지난 뒤에야 돌아왔습니다(마지막은 {ms}ms). 컴퓨터가 너무 바빠 만료를 채점할 수 없으니 검사를 다시 실행하세요.',
+  'step.11.tooSlow': 'TTL 안에 넉넉히 여유를 두고 보낸 재시도가 세 번 연속 TTL {ttl}초가 지난 뒤에야 돌아왔습니다(마지막은 {ms}ms). 컴퓨터가 너무 바빠 만료를 채점할 수 없으니 검사를 다시 실행하세요.',
   'step.11.default': 'IDEM_TTL_S가 없을 때 결제 후 {s}초 뒤의 재시도가 HTTP {status} 응답을 받았습니다. 설정이 없으면 기록은 {ttl}초(하루) 동안 보관되고 재시도는 재생되어야 합니다.',
   'step.11.default.why': '계약의 기본 TTL은 {ttl}초입니다. IDEM_TTL_S 없이 시작한 서버는 Stripe가 키를 24시간 보관하듯 기록을 하루 동안 보관합니다.',
-  'step.11.pass': 'TTL {ttl}초 안에서는 키가 재생되었고, 그 뒤에는 두 인스턴스 모두에서 기록을 지우기 전에도 후에도 410으로 거절되었으며 더 청구되지 않았습니다. 그 뒤의 결제 {made}건에 대해 idem 테이블의 기록은 {records}개였고, IDEM_TTL_S가 없을 때는 기록이 남아 있었습니다.',
+  'step.11.pass': 'TTL {ttl}초 안에서는 키가 재생되었고, 그 뒤에는 두 인스턴스 모두에서 기록을 지우기 전에도 후에도 410으로 거절되었으며 더 청구되지 않았습니다. 그 뒤의 결제 {made}건에 대해 ledger와 refunds를 뺀 테이블의 행은 {records}개였고, IDEM_TTL_S가 없을 때는 기록이 남아 있었습니다.',
 };
 
 /** 中文。 */
@@ -68,10 +72,12 @@ export const zh: Record<keyof typeof en, string> = {
   'step.11.noError': '实例 {server} 对过期键 {key} 的 410 回应，必须是带有要求换新键的错误的 JSON 请求体，而且不能带付款内容。',
   'step.11.noError.why': '客户端需要知道下一步怎么做：换新键重新发送付款。带着旧付款的 410 看起来像成功。',
   'step.11.sayNewKey': '410 回应里的错误 {error} 没有提到键：请说明键已过期，需要用新键重新发送付款。',
-  'step.11.unbounded': '过了 {ttl} 秒的 TTL 并完成 {made} 笔新付款后，idem 表里仍有 {records} 条记录，而比 TTL 年轻的最多只有 {made} 条：过期的记录必须删除。',
+  'step.11.unbounded': '过了 {ttl} 秒的 TTL 并完成 {made} 笔新付款后，除 ledger 和 refunds 以外的表里仍有 {records} 行（{tables}），而比 TTL 年轻的记录最多只有 {made} 条：无论记录放在哪张表里，过期的都必须删除。',
+  'step.11.saysReplayed': '实例 {server} 对过期键 {key} 的 410 回应带着 Idempotency-Replayed: true，但拒绝不是重放。',
+  'step.11.saysReplayed.why': '这个头告诉客户端和看日志的人：这是一笔已完成付款的存储回应；加在拒绝上，说的就和实际发生的正好相反。',
   'step.11.unbounded.why': '设 TTL 就是为了让存储有上限：从不删除的记录会让表里塞满所有发过的键，索引越来越大，原本很快的查找也会变慢。键还留在账本里，删掉记录不会丢任何东西。',
-  'step.11.tooSlow': '付款后马上发出的重试连续三次都在 {ttl} 秒的 TTL 过后才返回（最后一次用了 {ms} 毫秒）：机器太忙，无法评判过期。请重新运行检查。',
+  'step.11.tooSlow': '在付款的 TTL 之内、留足余量发出的重试连续三次都在 {ttl} 秒的 TTL 过后才返回（最后一次用了 {ms} 毫秒）：机器太忙，无法评判过期。请重新运行检查。',
   'step.11.default': '没有设置 IDEM_TTL_S 时，付款 {s} 秒后的重试得到 HTTP {status}：未设置时记录保留 {ttl} 秒（一天），重试应该被重放。',
   'step.11.default.why': '契约规定的默认 TTL 是 {ttl} 秒：不带 IDEM_TTL_S 启动的服务器把记录保留一天，就像 Stripe 把键保留 24 小时。',
-  'step.11.pass': '在 {ttl} 秒的 TTL 之内键被重放；过了 TTL，两个实例上无论记录删除前后都以 410 拒绝，也没有再扣款；之后的 {made} 笔付款对应 idem 表里 {records} 条记录；未设置 IDEM_TTL_S 时记录得以保留。',
+  'step.11.pass': '在 {ttl} 秒的 TTL 之内键被重放；过了 TTL，两个实例上无论记录删除前后都以 410 拒绝，也没有再扣款；之后的 {made} 笔付款对应除 ledger 和 refunds 以外的表里 {records} 行；未设置 IDEM_TTL_S 时记录得以保留。',
 };

@@ -16,12 +16,36 @@ interface Sent {
 }
 
 /**
- * Separators a scoped key might be joined with, '' for none. For each, the check sends
- * user `X{s}Y` with key `K` and then user `X` with key `Y{s}K`: joined as user, separator,
- * key, both give `X{s}Y{s}K`. Only an encoding that cannot be read two ways (a JSON list,
- * a length prefix, a hash of either) keeps the two apart.
+ * Separators a scoped key might be joined with, '' for none: every printable ASCII
+ * punctuation character, the space, TAB (a legal character in a JSON string and in an HTTP
+ * field value, RFC 9110 §5.5), and '::'. For each, the check sends user `X{s}Y` with key
+ * `K` and then user `X` with key `Y{s}K`: joined as user, separator, key, both give
+ * `X{s}Y{s}K`. Only an encoding that cannot be read two ways (a JSON list, a length prefix,
+ * a hash of either, a NUL, which no field value holds) keeps the two apart.
  */
-export const SEPARATORS = ['', ':', '::', '|', '/', '-', '_', '.', ' ', '#', '+', ','] as const;
+export const SEPARATORS: readonly string[] = ['', '::', ' ', '\t', ...'!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'];
+
+/** The longest user the contract allows (lab/server.py MAX_USER_CHARS), in characters. */
+export const MAX_USER_CHARS = 100;
+
+/**
+ * Pairs of different users that a server which changes the user before scoping would take
+ * for one: two of MAX_USER_CHARS characters differing only in the last (a user cut to a
+ * column's width), a user in fullwidth letters and the same in ASCII (NFKC folds them), and
+ * "é" as one code point and as "e" with a combining acute (NFC/NFD). The contract compares
+ * a user as sent, so each of these is another user.
+ * @param base an ASCII user of the run's test data, e.g. "mina_1"
+ * @returns the pairs, each [the first user, the look-alike that sends the first one's key]
+ */
+export function lookAlikeUsers(base: string): Array<[string, string]> {
+  const long = base.padEnd(MAX_USER_CHARS - 1, '_x');
+  const fullwidth = [...base].map((c) => (c >= '!' && c <= '~' ? String.fromCharCode(c.charCodeAt(0) + 0xfee0) : c)).join('');
+  return [
+    [`${long}a`, `${long}b`],
+    [fullwidth, base],
+    [`${base}\u00e9`, `${base}e\u0301`],
+  ];
+}
 
 /** How many users race under one key in the race part, each with two requests (10 in all: the lab's race size). */
 export const RACE_USERS = 5;
@@ -147,10 +171,13 @@ async function race(ctx: LiveContext, server: ServerInstance, owners: Owners): P
  * name for one of its own payments, so another user's request under a used key is that
  * user's own new payment (201, a payment_id of its own, a charge and a ledger row of its
  * own), the first user's key still replays the first user's payment, and nobody ever gets
- * another user's response (the essay; Stripe scopes keys per account). Checked with users
- * that differ from the first only in case or by a space (kept exactly as sent), with pairs
- * whose user and key joined by a separator read the same (SEPARATORS), and in a race of
- * five users sending one key at once while the database is locked.
+ * another user's response (the essay; Stripe scopes keys per account). A user is compared
+ * as sent (docs/server-contract.md). Checked with users that differ from the first only in
+ * case or by a space, with pairs whose user and key joined by any ASCII punctuation, a
+ * space, a TAB or nothing read the same (SEPARATORS), with look-alike users under one key
+ * (lookAlikeUsers: 100 characters differing in the last, fullwidth and ASCII, composed and
+ * decomposed "é"), the pairs sent all at once, and in a race of five users sending one key
+ * at once while the database is locked.
  */
 export const step: Step = {
   id: '10',
@@ -182,23 +209,26 @@ export const step: Step = {
     }
 
     // Pairs whose user and key joined with a separator read the same: X{s}Y with K first,
-    // then X with Y{s}K; all first halves at once, then all second halves.
+    // then X with Y{s}K; and pairs of look-alike users under one key (lookAlikeUsers). All
+    // first halves at once, then all second halves.
     const pairs = SEPARATORS.map((s) => {
       const x = ctx.data.user();
       const y = ctx.data.word(3);
       const k = ctx.freshKey();
       const pairAmount = ctx.data.amount();
-      return [
-        { key: k, body: { user: `${x}${s}${y}`, amount: pairAmount } },
-        { key: `${y}${s}${k}`, body: { user: x, amount: pairAmount } },
-      ] as const;
+      return { joined: true, sent: [{ key: k, body: { user: `${x}${s}${y}`, amount: pairAmount } }, { key: `${y}${s}${k}`, body: { user: x, amount: pairAmount } }] as const };
     });
-    const firstHalves = await ctx.paySimultaneously([server], pairs.map((p) => p[0]), checkTimeouts());
-    firstHalves.forEach((answer, i) => owners.own(answer, pairs[i][0], undefined));
-    const secondHalves = await ctx.paySimultaneously([server], pairs.map((p) => p[1]), checkTimeouts());
+    for (const [one, two] of lookAlikeUsers(ctx.data.user())) {
+      const k = ctx.freshKey();
+      const pairAmount = ctx.data.amount();
+      pairs.push({ joined: false, sent: [{ key: k, body: { user: one, amount: pairAmount } }, { key: k, body: { user: two, amount: pairAmount } }] });
+    }
+    const firstHalves = await ctx.paySimultaneously([server], pairs.map((p) => p.sent[0]), checkTimeouts());
+    firstHalves.forEach((answer, i) => owners.own(answer, pairs[i].sent[0], undefined));
+    const secondHalves = await ctx.paySimultaneously([server], pairs.map((p) => p.sent[1]), checkTimeouts());
     secondHalves.forEach((answer, i) => {
-      if (answer.status !== 201) {
-        const [one, two] = pairs[i];
+      const [one, two] = pairs[i].sent;
+      if (answer.status !== 201 && pairs[i].joined) {
         expectStatus(
           answer,
           201,
@@ -206,7 +236,7 @@ export const step: Step = {
           t('step.10.joined.why'),
         );
       }
-      owners.own(answer, pairs[i][1], pairs[i][0].body.user);
+      owners.own(answer, two, one.body.user);
     });
 
     await race(ctx, server, owners);

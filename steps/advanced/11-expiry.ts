@@ -10,6 +10,7 @@ import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
 import type { Step } from '../../grader/track.js';
+import { saysReplayed } from './09-replayed.js';
 
 /** The contract's TTL when IDEM_TTL_S is unset, in s: a day. */
 export const DEFAULT_TTL_S = 86_400;
@@ -58,39 +59,80 @@ async function pay(ctx: LiveContext, server: ServerInstance): Promise<Paid> {
   return { sent, first, at: performance.now() };
 }
 
+/** Tables that are no idempotency records: the contract's ledger and refunds (docs/server-contract.md). */
+export const NOT_RECORDS: readonly string[] = ['ledger', 'refunds'];
+
 /**
- * How many rows the `idem` table of a sqlite file holds, read-only (as grader/ledger.ts
- * reads the ledger); 0 when the file or the table does not exist. Waits up to 5 s for a
- * writer's lock.
+ * How many rows each table of a sqlite file holds (sqlite's own, sqlite_*, left out), read
+ * read-only (as grader/ledger.ts reads the ledger); {} when the file does not exist. Waits
+ * up to 5 s for a writer's lock.
+ * @returns rows by table name
  * @throws Error when the file is not a sqlite database
  */
-export function idemRecordCount(dbPath: string): number {
-  if (!fs.existsSync(dbPath)) return 0;
+export function tableRowCounts(dbPath: string): Record<string, number> {
+  if (!fs.existsSync(dbPath)) return {};
   const db = new Database(dbPath, { readonly: true, fileMustExist: true, timeout: 5000 });
   try {
-    const table = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'idem'").get();
-    if (!table) return 0;
-    return (db.prepare('SELECT count(*) AS n FROM idem').get() as { n: number }).n;
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").all() as Array<{ name: string }>;
+    const counts: Record<string, number> = {};
+    for (const { name } of tables) {
+      counts[name] = (db.prepare(`SELECT count(*) AS n FROM "${name.replace(/"/g, '""')}"`).get() as { n: number }).n;
+    }
+    return counts;
   } finally {
     db.close();
   }
 }
 
 /**
- * Pays under a fresh key and retries it at once: the retry, answered within the TTL of the
- * payment being sent, must replay it. When the machine was so slow that the retry came
- * back only after the TTL, a record may rightly have expired: the check tries again with
- * a new key, ATTEMPTS times at most.
+ * The rows of every table but NOT_RECORDS: wherever a server keeps its idempotency
+ * records (the idem table or one of its own), they are counted.
+ * @returns the total and the tables that hold any, as "name: n" joined by ", "
+ */
+export function recordRows(dbPath: string): { records: number; tables: string } {
+  const counts = Object.entries(tableRowCounts(dbPath)).filter(([name]) => !NOT_RECORDS.includes(name.toLowerCase()));
+  return {
+    records: counts.reduce((sum, [, n]) => sum + n, 0),
+    tables: counts.filter(([, n]) => n > 0).map(([name, n]) => `${name}: ${n}`).join(', ') || '-',
+  };
+}
+
+/**
+ * Where in a second (ms past it, by the clock the servers share with the grader) the
+ * payment retried within the TTL is sent, and how far past the whole second TTL seconds
+ * later its retry goes, in ms. The retry then comes TTL - 0.55 s after the payment, within
+ * the TTL, but more than TTL whole seconds after the second the payment was made in: a
+ * server that counts age on a clock of whole seconds refuses it every time. And a server
+ * whose TTL slides from the last replay still replays the key 0.15 s past the payment's TTL.
+ */
+export const PAY_AT_MS = 850;
+export const RETRY_PAST_MS = 300;
+
+/**
+ * Pays under a fresh key and retries it: at once, or (`acrossSecond`) with the payment sent
+ * PAY_AT_MS past a second and the retry RETRY_PAST_MS past the whole second TTL seconds
+ * later. The retry, answered within the TTL of the payment being sent, must replay it.
+ * When the payment was made only after the next whole second (its
+ * charged_at says so), or the retry came back only after the TTL (a slow machine, when a
+ * record may rightly have expired), the check tries again with a new key, ATTEMPTS times
+ * at most.
  * @returns every payment made, the last one replayed
  * @throws CheckFailed when a retry within the TTL did not replay its payment; Error (the
  *   step's status is then an error, not a fail) when every retry came back after the TTL
  */
-async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: number): Promise<Paid[]> {
+async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: number, acrossSecond: boolean): Promise<Paid[]> {
   const made: Paid[] = [];
   for (let attempt = 1; ; attempt++) {
+    if (acrossSecond) await delay((1000 + PAY_AT_MS - (Date.now() % 1000)) % 1000);
+    const second = Math.floor(Date.now() / 1000);
     const started = performance.now();
     const paid = await pay(ctx, server);
     made.push(paid);
+    const chargedAt = Date.parse(String(paymentOf(paid.first).charged_at));
+    if (acrossSecond) {
+      if (Math.floor(chargedAt / 1000) > second && attempt < ATTEMPTS) continue;
+      await delay(Math.max(0, (second + ttlS) * 1000 + RETRY_PAST_MS - Date.now()));
+    }
     const retry = await ctx.pay(server, paid.sent);
     const ms = Math.round(performance.now() - started);
     if (retry.status === 201) {
@@ -107,9 +149,12 @@ async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: numb
 }
 
 /**
- * Requires the answer to a request under an expired key to be a 410 with an `{"error"}`
- * and no payment, and the key's payment to be charged once and recorded once still.
- * @throws CheckFailed saying what the server did instead: replayed, processed again, another status
+ * Requires the answer to a request under an expired key to be a 410 with an `{"error"}`,
+ * no payment_id (a refusal carries none of the first payment: docs/server-contract.md) and
+ * no Idempotency-Replayed: true (a refusal is not a replay: step 09's rule, saysReplayed),
+ * and the key's payment to be charged once and recorded once still.
+ * @throws CheckFailed saying what the server did instead: replayed, processed again, another
+ *   status, a body with a payment or without an error, a replay header
  */
 function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number): void {
   const { sent, first } = paid;
@@ -124,6 +169,7 @@ function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number
     throw new CheckFailed(t('step.11.reprocessed', { ...facts, id: String(again?.payment_id) }), t('step.11.reprocessed.why'), { exchanges });
   }
   expectStatus(answer, 410, t('step.11.status', { ...facts, status: String(answer.status) }), t('step.11.status.why'));
+  if (saysReplayed(answer)) throw new CheckFailed(t('step.11.saysReplayed', facts), t('step.11.saysReplayed.why'), { exchanges: [answer] });
   const body = responseJson(answer) as Record<string, unknown> | undefined;
   if (typeof body !== 'object' || body === null || typeof body.error !== 'string' || body.error.trim() === '' || 'payment_id' in body) {
     throw new CheckFailed(t('step.11.noError', facts), t('step.11.noError.why'), { exchanges: [answer] });
@@ -141,28 +187,29 @@ function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number
  */
 async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<ServerInstance>, startedC: Promise<ServerInstance>, ttlS: number): Promise<string> {
   const wait = ttlS * 1000 + EXPIRY_MARGIN_MS;
-  // Within the TTL a key replays; it and one more payment are then left to expire.
-  const expiring = (await payAndReplay(ctx, a, ttlS)).slice(-1)[0];
+  // One payment left to expire and C's, kept for a day; then, within the TTL, a key
+  // replays across a whole second (payAndReplay), and is left to expire too.
   const other = await pay(ctx, a);
   const c = await startedC;
   const kept = await pay(ctx, c);
-  await delay(Math.max(0, other.at + wait - performance.now()));
+  const expiring = (await payAndReplay(ctx, a, ttlS, true)).slice(-1)[0];
+  await delay(Math.max(0, expiring.at + wait - performance.now()));
 
   // Expired: refused on A, on a second try, and on B; its record may still be there.
   const b = await startedB;
   for (const server of [a, a, b]) expectGone(ctx, await ctx.pay(server, expiring.sent), expiring, ttlS);
 
   // New payments: the expired records are to be deleted by now; a new one replays.
-  const made = [await pay(ctx, a), ...(await payAndReplay(ctx, a, ttlS))].length;
-  let records = idemRecordCount(ctx.dbPath);
+  const made = [await pay(ctx, a), ...(await payAndReplay(ctx, a, ttlS, false))].length;
+  let { records, tables } = recordRows(ctx.dbPath);
   // A server that deletes expired records from a timer of its own gets up to a TTL more.
   const until = performance.now() + ttlS * 1000;
   while (records > made && performance.now() < until) {
     await delay(100);
-    records = idemRecordCount(ctx.dbPath);
+    ({ records, tables } = recordRows(ctx.dbPath));
   }
   if (records > made) {
-    throw new CheckFailed(t('step.11.unbounded', { records, made, ttl: ttlS }), t('step.11.unbounded.why'), { exchanges: ctx.exchanges.slice(-3) });
+    throw new CheckFailed(t('step.11.unbounded', { records, made, ttl: ttlS, tables }), t('step.11.unbounded.why'), { exchanges: ctx.exchanges.slice(-3) });
   }
 
   // Deleted, the expired keys are still refused: on A and on B, one never retried since included.
@@ -187,11 +234,17 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
  * refused with 410 Gone and an `{"error"}` telling the client to send a new key, and is
  * never processed again: not on a second try, not on another instance on the same
  * database, not after the record was deleted (the ledger keeps the key). Expired records
- * are deleted, so the idem table stays bounded; a key within its TTL still replays. (The
- * essay: keys are kept for a while, Stripe's for 24 hours, and a key reused after that is
- * an error the client must see; docs/server-contract.md fixes 410 and says why.)
- * Graded with IDEM_TTL_S of gradedTtlS() s on A and on B (a second instance from a copy of
- * its own on A's database), and unset on C, on a database of its own.
+ * are deleted, so the store stays bounded (the rows of every table but ledger and refunds
+ * are counted, wherever the server keeps its records); a key within its TTL still replays,
+ * and a record's age counts from its payment, not from its last replay. A 410 carries no
+ * payment and no Idempotency-Replayed: true. (The essay: keys are kept for a while,
+ * Stripe's for 24 hours, and a key reused after that is an error the client must see;
+ * docs/server-contract.md fixes 410 and says why.) Graded with IDEM_TTL_S of gradedTtlS()
+ * s on A and on B (a second instance from a copy of its own on A's database), and unset on
+ * C, on a database of its own. The key left to expire is paid PAY_AT_MS past a second and
+ * replayed RETRY_PAST_MS past the whole second a TTL later (a clock of whole seconds
+ * refuses that retry, a TTL that slides from the last replay still replays the key
+ * EXPIRY_MARGIN_MS past the payment's TTL); it is then refused on A, A again and B.
  */
 export const step: Step = {
   id: '11',
