@@ -336,21 +336,36 @@ export const step: Step = {
       paymentOf(first);
       const apart = kept(apartChecks(ctx, a, startedC, first));
 
-      /** Judges body i's pair: its retry a replay of its first. */
-      const judgePair = async (i: number) => {
-        const pair = pairs[i];
-        const [{ exchange: firstOf, sent: firstSent }, { exchange: retry, sent }] = await Promise.all([pair.first, pair.retry]);
-        await inPart(t('step.15.part.pair', { n: i + 1, count: SPREAD_BODIES, ms: Math.round(sent - firstSent) }), async () => {
-          expectStatus(firstOf, 201, t('step.15.first'), t('step.15.first.why'));
-          paymentOf(firstOf);
-          expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a);
-        });
+      // Each retry is judged as soon as it is answered (the statement read then, before a
+      // later request of the same body can charge), and its verdict given in this order:
+      // the step's body on A, the untimed checks, the other pairs, then B. Every pair comes
+      // before B: a clock bucket's edge parts one of the pairs, wherever it falls, and is named so.
+      const verdict = (part: string, judge: () => void): Promise<unknown> =>
+        inPart(part, async () => judge()).then(
+          () => undefined,
+          (err: unknown) => err,
+        );
+      const pairVerdicts = pairs.map((pair, i) =>
+        Promise.all([pair.first, pair.retry]).then(([{ exchange: firstOf, sent: firstSent }, { exchange: retry, sent }]) =>
+          verdict(t('step.15.part.pair', { n: i + 1, count: SPREAD_BODIES, ms: Math.round(sent - firstSent) }), () => {
+            expectStatus(firstOf, 201, t('step.15.first'), t('step.15.first.why'));
+            paymentOf(firstOf);
+            expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a);
+          }),
+        ),
+      );
+      const verdictOnB = onB.then(({ exchange: retryOnB, sent: sentOnB }) =>
+        verdict(t('step.15.part.otherPod', { ms: Math.round(sentOnB - t0) }), () => expectKeylessReplay(ctx, a, body, first, retryOnB, b)),
+      );
+      for (const p of [...pairVerdicts, verdictOnB]) kept(p);
+      const given = async (judged: Promise<unknown>) => {
+        const err = await judged;
+        if (err !== undefined) throw err;
       };
-      await judgePair(0);
-      const { exchange: retryOnB, sent: sentOnB } = await onB;
-      await inPart(t('step.15.part.otherPod', { ms: Math.round(sentOnB - t0) }), async () => expectKeylessReplay(ctx, a, body, first, retryOnB, b));
+      await given(pairVerdicts[0]);
       const ours = await apart;
-      for (let i = 1; i < SPREAD_BODIES; i++) await judgePair(i);
+      for (let i = 1; i < SPREAD_BODIES; i++) await given(pairVerdicts[i]);
+      await given(verdictOnB);
 
       // After the window (counted from the first request, not from its last replay): the same body is a new payment.
       const { charged, exchange: later } = await afterWindow;
