@@ -13,27 +13,66 @@ export function paymentPath(id: number): string {
 }
 
 /**
- * The path a 201's Location header links to, required to be payment `id`'s state:
- * `/payments/{id}`, as a path or as an absolute URL whose path it is (RFC 9110 §10.2.2
- * allows a URI reference; the host is the server's to choose, behind a proxy say), with
- * no query and no fragment.
- * @throws CheckFailed when the header is missing or links elsewhere
+ * The characters RFC 3986 (§2 and appendix A) lets a URI reference hold, with
+ * percent-encodings: a backslash, a space, a quote or any non-ASCII character is none of them.
  */
-function linkOf(exchange: Exchange, id: number, what: string): string {
+const URI_REFERENCE = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?#[\]]|%[0-9A-Fa-f]{2})*$/;
+
+/** The hosts an absolute link may name: the server's own, as it listens (127.0.0.1) and as `localhost`. */
+const OWN_HOSTS: readonly string[] = ['127.0.0.1', 'localhost'];
+
+/** Why a Location header leads nowhere useful: not a URI reference fit to be a payment's link, or another server's. */
+export type LinkProblem = 'reference' | 'server';
+
+/**
+ * Where a client that follows a Location header ends up on this server: the header as
+ * sent, resolved against the request's URI `http://127.0.0.1:{port}/pay` as a client
+ * resolves it (RFC 3986 §5.2, with the WHATWG URL parser: `payments/7` is /payments/7,
+ * `//localhost:{port}/payments/7` too), and what is wrong with it when it leads elsewhere.
+ * Refused outright: anything but a URI reference (RFC 3986: a backslash, a space, a raw
+ * non-ASCII character, which parsers read in different ways), any query or fragment, even
+ * an empty `?` or `#` (the server serves a payment at its path alone); an absolute link
+ * must name this server: scheme http, host 127.0.0.1 or localhost, the server's port.
+ * @returns the request target a client sends (the path), or the problem
+ */
+export function linkTarget(location: string, port: number): { target: string } | { problem: LinkProblem } {
+  const reference = location.trim();
+  if (!URI_REFERENCE.test(reference) || /[?#]/.test(reference)) return { problem: 'reference' };
+  let url: URL;
+  try {
+    url = new URL(reference, `http://127.0.0.1:${port}/pay`);
+  } catch {
+    return { problem: 'reference' };
+  }
+  if (url.protocol !== 'http:' || !OWN_HOSTS.includes(url.hostname) || (url.port || '80') !== String(port) || url.username !== '' || url.password !== '') {
+    return { problem: 'server' };
+  }
+  return { target: url.pathname };
+}
+
+/**
+ * The link a 201's Location header gives, required to lead to payment `id`'s state on
+ * this server: `/payments/{id}` once resolved (linkTarget), given as a path, as a
+ * reference relative to /pay (`payments/{id}`), or as an absolute URL of this server
+ * (RFC 9110 §10.2.2 allows any URI reference). What it resolves to is what the check then
+ * GETs and refunds: the link as a client follows it.
+ * @returns the request target the link resolves to, `/payments/{id}`
+ * @throws CheckFailed when the header is missing, is no fit URI reference, names another server or links elsewhere
+ */
+function linkOf(exchange: Exchange, server: ServerInstance, id: number, what: string): string {
   const want = paymentPath(id);
   if (exchange.location === undefined || exchange.location.trim() === '') {
     throw new CheckFailed(t('step.14.noLocation', { what, path: want }), t('step.14.link.why'), { exchanges: [exchange] });
   }
-  let url: URL | undefined;
-  try {
-    url = new URL(exchange.location.trim(), 'http://127.0.0.1');
-  } catch {
-    url = undefined;
+  const link = linkTarget(exchange.location, server.port);
+  if ('problem' in link) {
+    const text = link.problem === 'server' ? 'step.14.otherServer' : 'step.14.badReference';
+    throw new CheckFailed(t(text, { what, location: exchange.location, path: want, port: server.port }), t('step.14.link.why'), { exchanges: [exchange] });
   }
-  if (!url || url.pathname !== want || url.search !== '' || url.hash !== '') {
+  if (link.target !== want) {
     throw new CheckFailed(t('step.14.wrongLocation', { what, location: exchange.location, id, path: want }), t('step.14.link.why'), { exchanges: [exchange] });
   }
-  return want;
+  return link.target;
 }
 
 /**
@@ -41,9 +80,9 @@ function linkOf(exchange: Exchange, id: number, what: string): string {
  * added, changed or left out fails), with the Location of the first.
  * @throws CheckFailed naming what differs
  */
-function replayWithLink(first: Exchange, replay: Exchange, id: number, what: string): void {
+function replayWithLink(first: Exchange, replay: Exchange, server: ServerInstance, id: number, what: string): void {
   expectReplay(first, replay, t('step.14.then.why'));
-  linkOf(replay, id, what);
+  linkOf(replay, server, id, what);
 }
 
 /**
@@ -72,7 +111,13 @@ async function expectState(ctx: LiveContext, server: ServerInstance, link: strin
  * shows `status: "charged"`, then `"refunded"` after `POST /payments/{id}/refund` (served
  * by the frame), while every replay still answers the first 201, unchanged: before the
  * refund, after it, and after a restart on the same database. A second payment is made
- * first, so a link to another payment (the newest, say) is caught.
+ * first, so a link to another payment (the newest, say) is caught. The link is read as a
+ * client follows it (linkTarget): resolved against the request's URI, it must be
+ * /payments/{id} on this very server (an absolute link naming 127.0.0.1 or localhost and
+ * the server's port; a host written in, localhost:8000 say, leads elsewhere), with no
+ * query or fragment, even an empty one, and no character RFC 3986 refuses (a backslash,
+ * which WHATWG URL would quietly read as a slash); what it resolves to is what is then
+ * GET and refunded.
  */
 export const step: Step = {
   id: '14',
@@ -89,20 +134,20 @@ export const step: Step = {
     expectStatus(first, 201, t('check.first201'), t('step.14.first.why'));
     const payment = paymentOf(first);
     const id = payment.payment_id as number;
-    const link = linkOf(first, id, t('step.14.what.first'));
+    const link = linkOf(first, a, id, t('step.14.what.first'));
     // A second payment, newer than the first: a replay must still link to its own.
     const second = await ctx.pay(a, { key: ctx.freshKey(), body: ctx.data.payment() });
     expectStatus(second, 201, t('check.first201'), t('step.14.first.why'));
-    linkOf(second, paymentOf(second).payment_id as number, t('step.14.what.second'));
+    linkOf(second, a, paymentOf(second).payment_id as number, t('step.14.what.second'));
 
     await inPart(t('step.14.part.before'), async () => {
       await expectState(ctx, a, link, payment, 'charged');
-      replayWithLink(first, await ctx.pay(a, { key, body }), id, t('step.14.what.replay'));
+      replayWithLink(first, await ctx.pay(a, { key, body }), a, id, t('step.14.what.replay'));
     });
     const refund = await ctx.request(a, 'POST', `${link}/refund`);
     expectStatus(refund, 200, t('step.14.refund', { link }), t('step.14.refund.why'));
     await inPart(t('step.14.part.after'), async () => {
-      replayWithLink(first, await ctx.pay(a, { key, body }), id, t('step.14.what.replay'));
+      replayWithLink(first, await ctx.pay(a, { key, body }), a, id, t('step.14.what.replay'));
       await expectState(ctx, a, link, payment, 'refunded');
     });
     // The record and the refund live in the database: a restarted server still knows both.
@@ -110,7 +155,7 @@ export const step: Step = {
     ctx.renewCopies();
     const b = await ctx.startServer({ priority: 200 });
     await inPart(t('step.14.part.restart'), async () => {
-      replayWithLink(first, await ctx.pay(b, { key, body }), id, t('step.14.what.replay'));
+      replayWithLink(first, await ctx.pay(b, { key, body }), b, id, t('step.14.what.replay'));
       await expectState(ctx, b, link, payment, 'refunded');
     });
     return t('step.14.pass', { link });
