@@ -109,6 +109,25 @@ async function crashOnA(ctx: LiveContext, a: ServerInstance): Promise<{ b: Serve
 }
 
 /**
+ * A client's retries of `req` on `server` while its key is in flight: again every
+ * RETRY_DELAY_MS after each 409, until another answer, MAX_TRIES tries or `deadline` (a
+ * performance.now() time, in ms), each try's answer bounded by what is left.
+ * @returns every try's exchange, in order
+ */
+async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req: Payment, deadline: number): Promise<Exchange[]> {
+  const tries: Exchange[] = [];
+  while (tries.length < MAX_TRIES) {
+    const left = Math.round(deadline - performance.now());
+    if (left <= 0) break;
+    const retry = await ctx.pay(server, req, { connectMs: 2000, answerMs: Math.min(limits().requestMs, left) });
+    tries.push(retry);
+    if (retry.status !== 409) break;
+    await delay(RETRY_DELAY_MS);
+  }
+  return tries;
+}
+
+/**
  * The retries after the crash on B: a client retries on 409 every RETRY_DELAY_MS until a
  * 201, for at most IDEM_LOCK_S + RECOVERY_BOUND_MS; then one charge, one ledger row, and a
  * later retry replays that payment.
@@ -117,15 +136,7 @@ async function crashOnA(ctx: LiveContext, a: ServerInstance): Promise<{ b: Serve
 async function recover(ctx: LiveContext, b: ServerInstance, req: Payment, lost: Exchange): Promise<{ tries: number; ms: number }> {
   const started = performance.now();
   const deadline = started + CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS;
-  const tries: Exchange[] = [];
-  while (tries.length < MAX_TRIES) {
-    const left = Math.round(deadline - performance.now());
-    if (left <= 0) break;
-    const retry = await ctx.pay(b, req, { connectMs: 2000, answerMs: Math.min(limits().requestMs, left) });
-    tries.push(retry);
-    if (retry.status !== 409) break;
-    await delay(RETRY_DELAY_MS);
-  }
+  const tries = await retryWhileInFlight(ctx, b, req, deadline);
   const ms = Math.round(performance.now() - started);
   const last = tries[tries.length - 1];
   // Money moved twice is said first: it is the bug, whatever the retries were answered.
@@ -168,15 +179,7 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
   const req = { key: data.key(), body: data.payment() };
   const owner = await chargeUnderWay(ctx, b, req);
   const deadline = performance.now() + CRASH_REPLY_MS + RECOVERY_BOUND_MS;
-  const tries: Exchange[] = [];
-  while (tries.length < MAX_TRIES) {
-    const left = Math.round(deadline - performance.now());
-    if (left <= 0) break;
-    const retry = await ctx.pay(b, req, { connectMs: 2000, answerMs: Math.min(limits().requestMs, left) });
-    tries.push(retry);
-    if (retry.status !== 409) break;
-    await delay(RETRY_DELAY_MS);
-  }
+  const tries = await retryWhileInFlight(ctx, b, req, deadline);
   const answer = await owner.answer;
   const last = tries[tries.length - 1];
   const why = t('step.12.slow.why');
