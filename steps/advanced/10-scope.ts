@@ -192,7 +192,7 @@ async function inBatches(ctx: LiveContext, server: ServerInstance, requests: rea
  * case or by a space, with pairs whose user and key joined by any ASCII punctuation, a
  * space, a TAB or nothing read the same (SEPARATORS), with look-alike users under one key
  * (lookAlikeUsers: 100 characters differing in the last, fullwidth and ASCII, composed and
- * decomposed "é"), the pairs sent all at once, and in a race of five users sending one key
+ * decomposed "é"), the pairs sent PAIR_BATCH at a time, and in a race of five users sending one key
  * at once while the database is locked.
  */
 export const step: Step = {
@@ -225,8 +225,8 @@ export const step: Step = {
     }
 
     // Pairs whose user and key joined with a separator read the same: X{s}Y with K first,
-    // then X with Y{s}K; and pairs of look-alike users under one key (lookAlikeUsers). All
-    // first halves at once, then all second halves.
+    // then X with Y{s}K; and pairs of look-alike users under one key (lookAlikeUsers). The
+    // first halves PAIR_BATCH at a time, then the second halves.
     const pairs = SEPARATORS.map((s) => {
       const x = ctx.data.user();
       const y = ctx.data.word(3);
