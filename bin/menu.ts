@@ -11,7 +11,7 @@ import select, { Separator } from '@inquirer/select';
 import { SetupError } from '../grader/failure.js';
 import { formatProgress } from '../grader/reporters/human.js';
 import type { ChalkInstance } from 'chalk';
-import { currentTrack } from './tracks.js';
+import { currentTrack, passedIn } from './tracks.js';
 import type { Step } from '../grader/track.js';
 import { hintCommand, localTime, restartCommand, showCommand, startCommand, stepList, stopCommand, workspaceDir, type WorkspaceOptions } from './commands.js';
 import { ownServer } from '../lab/runner.js';
@@ -35,10 +35,8 @@ export function canPrompt(out: Output = processOutput()): boolean {
 
 /** The step list and the progress count, for `idem-lab` without a terminal; coloured by `c` (default: as stdout allows). */
 export function stepListText(workspace: string, c: ChalkInstance = processOutput().c): string {
-  const steps = readState(workspace).steps ?? {};
-  const STEPS = currentTrack(workspace).steps;
-  const passed = STEPS.filter((s) => steps[s.id]?.status === 'pass').length;
-  return `${t('cli.stepsHeading')}\n${stepList(workspace, c)}\n\n${formatProgress(passed, STEPS.length, c)}`;
+  const track = currentTrack(workspace);
+  return `${t('cli.stepsHeading')}\n${stepList(workspace, c)}\n\n${formatProgress(passedIn(track, workspace), track.steps.length, c)}`;
 }
 
 /** `running (pid 4242) on http://127.0.0.1:8000`, or why it is not. */

@@ -14,15 +14,14 @@ import { readSheet, sheetSection } from '../lab/sheet.js';
 import { isTrackId, layWorkspace, openWorkspace, readState, updateState, TRACK_IDS } from '../lab/workspace.js';
 import { workspaceDir } from '../lab/paths.js';
 import { TRACKS } from '../steps/index.js';
-import { currentTrack } from './tracks.js';
+import { currentTrack, passedIn, resolveTrack } from './tracks.js';
 import { outputOf, type Output } from './output.js';
 
 /** Per track: `* basic     8 steps, 8 pass`, the current one starred. */
 function trackLines(workspace: string, c: ChalkInstance): string[] {
-  const steps = readState(workspace).steps ?? {};
   const current = currentTrack(workspace);
   return TRACKS.map((track) => {
-    const passed = track.steps.filter((s) => steps[s.id]?.status === 'pass').length;
+    const passed = passedIn(track, workspace);
     const mark = track === current ? c.green('*') : ' ';
     return `${mark} ${track.id.padEnd(9)} ${t('cli.track.line', { first: track.steps[0].id, last: track.steps[track.steps.length - 1].id, total: track.steps.length, passed })}`;
   });
@@ -45,7 +44,8 @@ export function trackCommand(id: string | undefined, options: { dir?: string; ou
     print(c.dim(t('cli.track.switch')));
     return 0;
   }
-  const wanted = id.trim().toLowerCase();
+  const wanted = resolveTrack(id).id;
+  // Every track of steps/ is one a workspace can follow (lab/workspace.ts TRACK_IDS).
   if (!isTrackId(wanted)) throw new SetupError(t('cli.track.unknown', { track: id, list: TRACK_IDS.join(', ') }));
   const report = layWorkspace(workspace, false, language(), wanted);
   if (report.written.length) print(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
@@ -63,7 +63,7 @@ export function trackCommand(id: string | undefined, options: { dir?: string; ou
   const track = currentTrack(workspace);
   const steps = readState(workspace).steps ?? {};
   print('');
-  print(formatProgress(track.steps.filter((s) => steps[s.id]?.status === 'pass').length, track.steps.length, c));
+  print(formatProgress(passedIn(track, workspace), track.steps.length, c));
   const basicLeft = TRACKS[0].steps.filter((s) => steps[s.id]?.status !== 'pass');
   if (wanted === 'advanced' && basicLeft.length > 0) print(c.yellow(t('cli.track.basicFirst', { steps: basicLeft.map((s) => s.id).join(', ') })));
   const next = track.steps.find((s) => steps[s.id]?.status !== 'pass') ?? track.steps[0];

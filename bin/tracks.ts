@@ -30,10 +30,6 @@ export function chooseSteps(selectors: string[], track: Track): Step[] {
   return selectors.length === 0 ? [...track.steps] : selectSteps(allSteps(), selectors);
 }
 
-/** The track a step belongs to. */
-export function trackOf(step: Step): Track {
-  return TRACKS.find((track) => track.steps.includes(step)) ?? BASIC;
-}
 
 /**
  * The track a command grades or shows: `id` when given (--track), else the workspace's.

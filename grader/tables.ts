@@ -161,3 +161,34 @@ export function findHidden(cells: readonly Cell[], text: string, digits: readonl
   }
   return found;
 }
+
+/**
+ * How many rows each table of a sqlite file holds (read-only): at most MAX_TABLES tables,
+ * in the schema's order, sqlite's own (sqlite_sequence and the like) and those named in
+ * `except` (any case) left out; a table the grader cannot count (a virtual table whose module it lacks) is passed
+ * over. Only the counts are read, never a row. Waits up to 5 s for a writer's lock.
+ * @returns the count by table name; {} when the file does not exist
+ * @throws Error when the file is not a sqlite database
+ */
+export function countRows(dbPath: string, except: readonly string[] = []): Record<string, number> {
+  if (!fs.existsSync(dbPath)) return {};
+  const skipped = new Set(except.map((name) => name.toLowerCase()));
+  const db = new Database(dbPath, { readonly: true, fileMustExist: true, timeout: 5000 });
+  const counts: Record<string, number> = {};
+  try {
+    const tables = db
+      .prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid LIMIT ${MAX_TABLES}`)
+      .all() as Array<{ name: string }>;
+    for (const { name } of tables) {
+      if (skipped.has(name.toLowerCase())) continue;
+      try {
+        counts[name] = (db.prepare(`SELECT count(*) AS n FROM ${quoted(name)}`).get() as { n: number }).n;
+      } catch {
+        // not countable here: passed over, as readCells does
+      }
+    }
+  } finally {
+    db.close();
+  }
+  return counts;
+}

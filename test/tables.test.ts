@@ -8,7 +8,7 @@ import zlib from 'node:zlib';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
-import { MAX_CELL_BYTES, MAX_TABLE_ROWS, findHidden, readCells, timestampForms } from '../grader/tables.js';
+import { MAX_CELL_BYTES, MAX_TABLES, MAX_TABLE_ROWS, countRows, findHidden, readCells, timestampForms } from '../grader/tables.js';
 import { tempDir } from './support.js';
 
 const CHARGED_AT = '2026-12-02T01:03:31.123Z';
@@ -125,4 +125,23 @@ test('what is read is bounded: a cell to MAX_CELL_BYTES, a table to MAX_TABLE_RO
 test('timestampForms: the digits and the epoch milliseconds, only to the millisecond', () => {
   assert.deepEqual(timestampForms(CHARGED_AT), ['20261202010331123', String(Date.parse(CHARGED_AT))]);
   assert.deepEqual(timestampForms('2026-12-02T01:03:31Z'), [], 'a time a second wide would be found in any record of that second');
+});
+
+test('countRows: rows per table, sqlite\'s own and the excepted ones left out, at most MAX_TABLES tables', () => {
+  const tmp = tempDir('count-rows-');
+  try {
+    const file = path.join(tmp.dir, 'lab.db');
+    const db = new Database(file);
+    db.exec('CREATE TABLE ledger (payment_id INTEGER PRIMARY KEY AUTOINCREMENT, x TEXT); INSERT INTO ledger (x) VALUES (1), (2);');
+    db.exec('CREATE TABLE idem (key TEXT PRIMARY KEY); INSERT INTO idem VALUES (\'a\'), (\'b\'), (\'c\');');
+    db.close();
+    assert.deepEqual(countRows(file, ['LEDGER']), { idem: 3 }, 'sqlite_sequence (of AUTOINCREMENT) and the ledger are not counted');
+    assert.deepEqual(countRows(path.join(tmp.dir, 'none.db')), {});
+    const many = new Database(file);
+    for (let i = 0; i < MAX_TABLES + 10; i++) many.exec(`CREATE TABLE t${i} (v)`);
+    many.close();
+    assert.equal(Object.keys(countRows(file)).length, MAX_TABLES, 'no more tables than MAX_TABLES are counted');
+  } finally {
+    tmp.remove();
+  }
 });

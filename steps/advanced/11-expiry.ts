@@ -1,6 +1,5 @@
-import fs from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
-import Database from 'better-sqlite3';
+import { countRows } from '../../grader/tables.js';
 import { CheckFailed } from '../../grader/failure.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
@@ -63,34 +62,12 @@ async function pay(ctx: LiveContext, server: ServerInstance): Promise<Paid> {
 export const NOT_RECORDS: readonly string[] = ['ledger', 'refunds'];
 
 /**
- * How many rows each table of a sqlite file holds (sqlite's own, sqlite_*, left out), read
- * read-only (as grader/ledger.ts reads the ledger); {} when the file does not exist. Waits
- * up to 5 s for a writer's lock.
- * @returns rows by table name
- * @throws Error when the file is not a sqlite database
- */
-export function tableRowCounts(dbPath: string): Record<string, number> {
-  if (!fs.existsSync(dbPath)) return {};
-  const db = new Database(dbPath, { readonly: true, fileMustExist: true, timeout: 5000 });
-  try {
-    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").all() as Array<{ name: string }>;
-    const counts: Record<string, number> = {};
-    for (const { name } of tables) {
-      counts[name] = (db.prepare(`SELECT count(*) AS n FROM "${name.replace(/"/g, '""')}"`).get() as { n: number }).n;
-    }
-    return counts;
-  } finally {
-    db.close();
-  }
-}
-
-/**
  * The rows of every table but NOT_RECORDS: wherever a server keeps its idempotency
  * records (the idem table or one of its own), they are counted.
  * @returns the total and the tables that hold any, as "name: n" joined by ", "
  */
 export function recordRows(dbPath: string): { records: number; tables: string } {
-  const counts = Object.entries(tableRowCounts(dbPath)).filter(([name]) => !NOT_RECORDS.includes(name.toLowerCase()));
+  const counts = Object.entries(countRows(dbPath, NOT_RECORDS));
   return {
     records: counts.reduce((sum, [, n]) => sum + n, 0),
     tables: counts.filter(([, n]) => n > 0).map(([name, n]) => `${name}: ${n}`).join(', ') || '-',
