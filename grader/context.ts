@@ -9,6 +9,8 @@ import { send, sendSimultaneously, type PayRequest, type Timeouts } from './http
 import { TestData, type Seed } from './seed.js';
 import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
+import { removeUnsafe, renewFile } from './safe-copy.js';
+import { sandboxOwner } from './sandbox.js';
 import type { Exchange, LedgerRow } from './types.js';
 import type { KeylessGrouping } from './audit.js';
 
@@ -184,6 +186,9 @@ export class LiveContext {
       // rolls back a journal left by a killed server; its -wal, -shm and -journal files
       // are then not needed, and a file of the server's own under one of those names is
       // not kept either.
+      // A link (or FIFO) a server left as the database or beside it is removed, unopened:
+      // sqlite opens its -wal, -shm and -journal by name, wherever they point.
+      removeUnsafe([db.dbPath, `${db.dbPath}-wal`, `${db.dbPath}-shm`, `${db.dbPath}-journal`, db.providerLog]);
       if (fs.existsSync(db.dbPath) && !kept.has(db.dbPath)) {
         try {
           const conn = new Database(db.dbPath, { timeout: 5000 });
@@ -198,12 +203,10 @@ export class LiveContext {
     }
     // The kept files' bytes go onto new files: what a server hung on the old ones (extended
     // attributes, say) is not the database's contents, and a restarted pod would not see it.
-    for (const file of kept) {
-      if (!fs.existsSync(file)) continue;
-      const fresh = `${file}.renewed`;
-      fs.copyFileSync(file, fresh);
-      fs.renameSync(fresh, file);
-    }
+    // Opened without following links, copied onto a file made O_EXCL with mode 0600 under
+    // a random name, renamed over the old one (safe-copy.ts): a link named like the copy,
+    // or the file itself swapped for a link, never makes the grader read or write elsewhere.
+    for (const file of kept) renewFile(file, sandboxOwner(this.command?.sandbox, this.tmpDir));
     const holds = (dir: string) => [...kept, ...guarded].some((file) => file.startsWith(dir + path.sep));
     const prune = (dir: string) => {
       for (const entry of fs.readdirSync(dir)) {

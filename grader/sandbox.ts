@@ -18,6 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 
 /** --sandbox: `required` fails when no sandbox starts, `auto` runs without one then, `off` never uses one. */
 export type SandboxMode = 'auto' | 'required' | 'off';
@@ -35,9 +36,14 @@ export interface SandboxLimits {
   fileBytes: number;
   /** CPU time, s (RLIMIT_CPU). */
   cpuSeconds: number;
-  /** Processes and threads it may start beyond those running on the machine when it starts (RLIMIT_NPROC counts per user). */
+  /** Processes and threads it may start beyond those running on the machine when it starts (RLIMIT_NPROC counts per user); as root, those of the check's own user in all. */
   processes: number;
+  /** Size of its /dev/shm, bytes (a tmpfs of its own). Default DEFAULT_SHM_BYTES. */
+  shmBytes?: number;
 }
+
+/** The default size of a sandbox's /dev/shm, bytes. */
+export const DEFAULT_SHM_BYTES = 16 * 1024 * 1024;
 
 /** Defaults: room for a Python server with a thread per request, nothing like a fork bomb or a disk filler. */
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
@@ -93,10 +99,12 @@ function within(inner: string, outer: string): boolean {
  * hidden folder, e.g. pyenv's under $HOME: its installation is bound back read-only).
  * `readable`: more folders bound back read-only when a mask hides them. `tmp`: a folder
  * inside `writable` that the server sees as a writable /tmp; without it /tmp is an empty
- * read-only folder.
+ * read-only folder. `sockets`: folders of the grader's bound in writable for the relay.
  */
-export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file: string, readable: string[] = [], tmp?: string): string[] {
+export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file: string, readable: string[] = [], tmp?: string, sockets: string[] = []): string[] {
   const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc'];
+  // /dev/shm: a tmpfs of its own, capped (memory a server could otherwise fill without bound).
+  args.push('--perms', '1777', '--size', String(sandbox.limits.shmBytes ?? DEFAULT_SHM_BYTES), '--tmpfs', '/dev/shm');
   if (sandbox.network === 'private') args.push('--unshare-net');
   const masked = new Set<string>();
   const homes = [os.homedir(), process.env.HOME ?? '', '/root', '/home', '/tmp', '/var/tmp', '/run', '/var/run', os.tmpdir(), ...sandbox.hide];
@@ -116,22 +124,75 @@ export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file:
   // Bound before the folders below, which may lie under /tmp.
   const realTmp = tmp ? safeRealpath('/tmp') : undefined;
   if (tmp && realTmp) args.push('--bind', tmp, realTmp);
+  // A folder bound back read-only under a mask: the folders bwrap makes on the way are
+  // made 0755 (bwrap makes them 0700, which the sandbox's own user, as root, cannot enter).
+  const parents = (real: string) => {
+    const mask = [...masked].find((m) => within(real, m) && m !== real);
+    if (!mask) return;
+    const between: string[] = [];
+    for (let dir = path.dirname(real); dir !== mask && within(dir, mask); dir = path.dirname(dir)) between.unshift(dir);
+    for (const dir of between) args.push('--perms', '0755', '--dir', dir);
+  };
+  const bindBack = (real: string) => {
+    parents(real);
+    args.push('--ro-bind', real, real);
+  };
   if (path.isAbsolute(file)) {
     const real = safeRealpath(file) ?? file;
     // bin/python3 -> the installation's root (two levels up), when a mask covers it.
     const install = path.dirname(path.dirname(real));
-    if ([...masked].some((m) => within(real, m)) && install !== '/') args.push('--ro-bind', install, install);
+    if ([...masked].some((m) => within(real, m)) && install !== '/') bindBack(install);
   }
   for (const dir of readable) {
     const real = safeRealpath(dir);
-    if (real && real !== '/' && [...masked].some((m) => within(real, m))) args.push('--ro-bind', real, real);
+    if (real && real !== '/' && [...masked].some((m) => within(real, m))) bindBack(real);
   }
+  parents(writable);
   args.push('--bind', writable, writable);
+  // The relay's socket folder (the grader's own, at a short path), bound in for the relay.
+  for (const dir of sockets) {
+    parents(dir);
+    args.push('--bind', dir, dir);
+  }
   // The masks are empty and read-only once the writable folder is bound in place.
   for (const dir of masked) if (dir !== realTmp) args.push('--remount-ro', dir);
   args.push('--chdir', cwd);
-  if (process.getuid?.() === 0) args.push('--cap-drop', 'ALL');
+  // As root: every capability dropped but the two setpriv needs to become the sandbox's
+  // own user (dropPrivileges); that user holds none, and no_new_privs keeps it so.
+  if (process.getuid?.() === 0) args.push('--cap-drop', 'ALL', '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID');
   return args;
+}
+
+/** The first uid (and gid) of the range sandboxed servers run as when the grader is root; no login uses it. */
+export const SANDBOX_UID_BASE = 0x60000000;
+/** How many uids the range holds: a check's uid is drawn from its folder, so two students' checks differ. */
+export const SANDBOX_UID_SPAN = 0x01000000;
+
+/**
+ * The unprivileged user a sandboxed server of the check in `scratch` runs as, when the
+ * grader is root (uid 0): a uid and gid of their own per check (drawn from a SHA-256 of
+ * the folder's path), so root-only files stay closed and RLIMIT_NPROC, which does not apply
+ * to root, bounds every process of that student's servers together. Undefined when the
+ * grader is not root (the server then runs as the grader's user, whose limits apply) or
+ * without a sandbox.
+ */
+export function sandboxOwner(sandbox: Sandbox | undefined, scratch: string): { uid: number; gid: number } | undefined {
+  if (!sandbox || process.getuid?.() !== 0) return undefined;
+  const n = SANDBOX_UID_BASE + (createHash('sha256').update(path.resolve(scratch)).digest().readUInt32BE(0) % SANDBOX_UID_SPAN);
+  return { uid: n, gid: n };
+}
+
+/**
+ * The command that runs `inner` as `owner` inside the sandbox (util-linux setpriv): no
+ * supplementary groups, no inheritable capabilities and no_new_privs (a setuid binary
+ * gains nothing), under the sandbox's limits (prlimit, after the uid changes, so the
+ * process count is that user's alone).
+ */
+export function dropPrivileges(owner: { uid: number; gid: number }, limits: SandboxLimits, inner: string[]): string[] {
+  return [
+    'setpriv', `--reuid=${owner.uid}`, `--regid=${owner.gid}`, '--clear-groups', '--no-new-privs', '--inh-caps=-all', '--',
+    'prlimit', ...prlimitArgs(limits, 0), '--', ...inner,
+  ];
 }
 
 function safeRealpath(p: string): string | undefined {
@@ -143,13 +204,13 @@ function safeRealpath(p: string): string | undefined {
 }
 
 /** The prlimit arguments (before the command) for the sandbox's limits. */
-export function prlimitArgs(limits: SandboxLimits): string[] {
+export function prlimitArgs(limits: SandboxLimits, running: number = threadsRunning()): string[] {
   return [
     `--as=${limits.memoryBytes}`,
     `--nofile=${limits.openFiles}`,
     `--fsize=${limits.fileBytes}`,
     `--cpu=${limits.cpuSeconds}`,
-    `--nproc=${threadsRunning() + limits.processes}`,
+    `--nproc=${running + limits.processes}`,
   ];
 }
 

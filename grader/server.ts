@@ -10,7 +10,8 @@ import { ServerStartFailed } from './failure.js';
 import { loadHttpClient, send } from './http.js';
 import { chargeMs } from './limits.js';
 import { atExit } from './cleanup.js';
-import { bwrapArgs, prlimitArgs, type Sandbox } from './sandbox.js';
+import { bwrapArgs, dropPrivileges, prlimitArgs, sandboxOwner, type Sandbox } from './sandbox.js';
+import { chownTree } from './safe-copy.js';
 import { interpreterPath } from './prewarm.js';
 import { killGroup, procStat, readyTimeoutMs, spawnInGroup, stopGroup, waitUntilReady, type Ending } from './process.js';
 
@@ -98,12 +99,45 @@ const RELAY_PY = fileURLToPath(new URL('../../grader/relay.py', import.meta.url)
  * interpreter (isolated, without site packages) when `file` is one, else relay.js under
  * this Node.js.
  */
-function relayCommand(file: string): { command: string[]; folders: string[] } {
-  if (/^python3(\.\d+)?$/.test(path.basename(file)) && fs.existsSync(RELAY_PY)) {
+function relayCommand(file: string, asRoot = false): { command: string[]; folders: string[] } {
+  // As root the relay runs before the server gives up root: only an interpreter root owns
+  // (not one in a student's folder) may run it then.
+  if (/^python3(\.\d+)?$/.test(path.basename(file)) && fs.existsSync(RELAY_PY) && (!asRoot || ownedByRoot(file))) {
     return { command: [file, '-I', '-S', RELAY_PY], folders: [path.dirname(RELAY_PY)] };
   }
   return { command: [process.execPath, RELAY], folders: [path.dirname(path.dirname(process.execPath)), path.dirname(RELAY)] };
 }
+function ownedByRoot(file: string): boolean {
+  try {
+    const real = fs.realpathSync(file);
+    return fs.statSync(real).uid === 0 && fs.statSync(path.dirname(real)).uid === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** The longest Unix socket path the grader makes, bytes (sockaddr_un holds 108 with its NUL; 104 on some systems). */
+const SOCKET_PATH_MAX = 103;
+
+/**
+ * A new folder for one sandboxed server's relay socket, mode 0700, owned by the grader, at
+ * a short path (/tmp/idem-lab-s…, else under os.tmpdir()); removed when the server exits.
+ * @throws Error when no folder with room for the socket's name can be made (the sandbox
+ *   would otherwise have to keep the host's network)
+ */
+function socketFolder(): string {
+  for (const base of ['/tmp', os.tmpdir()]) {
+    try {
+      const dir = fs.mkdtempSync(path.join(base, 'idem-lab-s'));
+      if (Buffer.byteLength(dir) + 24 <= SOCKET_PATH_MAX) return dir;
+      fs.rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // not writable: the next base
+    }
+  }
+  throw new Error(`no folder for the sandbox's relay socket within ${SOCKET_PATH_MAX} bytes of path: make /tmp writable`);
+}
+
 /** How long the rest of a server's processes may take to end after its first process did, in ms. */
 const LINGER_MS = 500;
 
@@ -515,19 +549,29 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const tmp = path.join(own, `tmp-${options.label}-${port}`);
   if (command.sandbox) fs.mkdirSync(tmp, { recursive: true });
   const { sandbox } = command;
-  // In a sandbox with a network of its own the server is reached through a Unix socket in
-  // its folder (at most 107 bytes of path, the kernel's limit), by way of relay.ts.
-  const socketPath = sandbox?.network === 'private' ? path.join(own, `${options.label}-${port}.sock`) : undefined;
-  const private_ = sandbox && socketPath && Buffer.byteLength(socketPath) < 104 ? { ...sandbox } : sandbox && { ...sandbox, network: 'host' as const };
-  const relay = relayCommand(command.file);
-  const inner = private_?.network === 'private' ? [...relay.command, socketPath!, String(port), command.file, ...command.args] : [command.file, ...command.args];
-  const [file, args] = private_
-    ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, relay.folders, tmp), '--', ...inner]]
-    : [command.file, command.args];
+  // As root, the server runs as the check's own unprivileged user (sandbox.ts sandboxOwner),
+  // who must own the folder it writes.
+  const owner = sandboxOwner(sandbox, scratch);
+  if (owner) chownTree(scratch, owner);
+  // In a sandbox with a network of its own the server is reached through a Unix socket its
+  // relay makes in a folder of the grader's at a short path (the kernel allows 107 bytes):
+  // never the host's network in silence because the check's folder lies deep.
+  const socketDir = sandbox?.network === 'private' ? socketFolder() : undefined;
+  const socketPath = socketDir && path.join(socketDir, `${options.label}-${port}.sock`);
+  const relay = relayCommand(command.file, owner !== undefined);
+  const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, [command.file, ...command.args]) : [command.file, ...command.args];
+  const inner = socketPath ? [...relay.command, socketPath, String(port), ...server] : server;
+  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, scratch, cwd, command.file, relay.folders, tmp, socketDir ? [socketDir] : []), '--', ...inner];
+  const [file, args] = !sandbox || !sandboxArgs
+    ? [command.file, command.args]
+    : owner
+      ? [sandbox.bwrap, sandboxArgs]
+      : [sandbox.prlimit, [...prlimitArgs(sandbox.limits), sandbox.bwrap, ...sandboxArgs]];
   const subprocess = spawnInGroup(file, args, { cwd, env: serverEnv(options, port, home) });
+  if (socketDir) subprocess.once('close', () => fs.rmSync(socketDir, { recursive: true, force: true }));
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
-  if (private_?.network === 'private') instance.socketPath = socketPath;
-  instance.sandboxed = private_ !== undefined;
+  if (socketPath) instance.socketPath = socketPath;
+  instance.sandboxed = sandbox !== undefined;
   running.add(instance);
   reservedPorts.add(port);
   return instance;

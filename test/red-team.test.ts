@@ -1,0 +1,144 @@
+// Red team: a hostile student against the grader, also when the grader runs as root (as CI
+// runners do). Each test is an attack of issue 18 that worked before its fix.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { LiveContext } from '../grader/context.js';
+import { parseSeed } from '../grader/seed.js';
+import { bwrapArgs, bwrapPath, chooseSandbox, dropPrivileges, sandboxOwner, DEFAULT_SANDBOX_LIMITS } from '../grader/sandbox.js';
+import { chownTree, renewFile } from '../grader/safe-copy.js';
+import { tempDir } from './support.js';
+
+const isRoot = process.getuid?.() === 0;
+const hasBwrap = spawnSync(bwrapPath(), ['--version']).status === 0;
+
+/** A check's context on a workspace of `files`, its first copy made, as step 06 has it before a restart. */
+function contextWith(files: Record<string, string>, links: Record<string, string> = {}) {
+  const ws = tempDir('idem-lab-redteam-ws-');
+  const tmp = tempDir('idem-lab-redteam-tmp-');
+  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(ws.dir, name), text);
+  for (const [name, target] of Object.entries(links)) fs.symlinkSync(target, path.join(ws.dir, name));
+  const ctx = new LiveContext(ws.dir, tmp.dir, '06', undefined, parseSeed('1'));
+  (ctx as unknown as { copyWorkspace(): string }).copyWorkspace();
+  return { ctx, remove: () => (ws.remove(), tmp.remove()) };
+}
+
+/** A host file the student wants to overwrite or read. */
+function hostFile(text: string): { file: string; remove: () => void } {
+  const dir = tempDir('idem-lab-redteam-host-');
+  const file = path.join(dir.dir, 'host-secret.txt');
+  fs.writeFileSync(file, text, { mode: 0o600 });
+  return { file, remove: dir.remove };
+}
+
+test('a committed provider.log.renewed link does not let step 06 overwrite a host file', () => {
+  const host = hostFile('host original\n');
+  const { ctx, remove } = contextWith({ 'server.py': 'print(1)\n' }, { 'provider.log.renewed': host.file, 'lab.db.renewed': host.file });
+  try {
+    fs.writeFileSync(ctx.providerLog, 'charge 1\n', { mode: 0o6777 });
+    fs.writeFileSync(ctx.dbPath, 'not a database\n');
+    ctx.renewCopies();
+    assert.equal(fs.readFileSync(host.file, 'utf8'), 'host original\n', 'the host file is untouched');
+    assert.equal(fs.statSync(host.file).mode & 0o7777, 0o600, "the host file's mode is untouched");
+    assert.equal(fs.readFileSync(ctx.providerLog, 'utf8'), 'charge 1\n', 'the statement is kept');
+    assert.equal(fs.statSync(ctx.providerLog).mode & 0o7777, 0o600, "the renewed statement is 0600, not the student's 6777");
+  } finally {
+    remove();
+    host.remove();
+  }
+});
+
+test('a statement or database swapped for a link to a host file is removed, not copied in', () => {
+  const host = hostFile('root:secret-hash:19000:0:99999:7:::\n');
+  const { ctx, remove } = contextWith({ 'server.py': 'print(1)\n' });
+  try {
+    fs.symlinkSync(host.file, ctx.providerLog);
+    fs.symlinkSync(host.file, ctx.dbPath);
+    ctx.renewCopies();
+    for (const file of [ctx.providerLog, ctx.dbPath]) {
+      const seen = fs.existsSync(file) && !fs.lstatSync(file).isSymbolicLink() ? fs.readFileSync(file, 'utf8') : '';
+      assert.ok(!seen.includes('secret-hash'), `${path.basename(file)} does not hold the host file`);
+    }
+    assert.equal(fs.readFileSync(host.file, 'utf8'), 'root:secret-hash:19000:0:99999:7:::\n');
+  } finally {
+    remove();
+    host.remove();
+  }
+});
+
+test("a link planted as the database's -shm or -wal is removed before the grader opens the database", () => {
+  const host = hostFile('must not be truncated\n');
+  const { ctx, remove } = contextWith({ 'server.py': 'print(1)\n' });
+  try {
+    // A real sqlite database in WAL mode, as a server leaves it.
+    execFileSync('python3', ['-c', `import sqlite3; c=sqlite3.connect(${JSON.stringify(ctx.dbPath)}); c.execute('pragma journal_mode=wal'); c.execute('create table t(x)'); c.commit(); c.close()`]);
+    fs.rmSync(`${ctx.dbPath}-shm`, { force: true });
+    fs.rmSync(`${ctx.dbPath}-wal`, { force: true });
+    fs.symlinkSync(host.file, `${ctx.dbPath}-shm`);
+    fs.symlinkSync(host.file, `${ctx.dbPath}-wal`);
+    ctx.renewCopies();
+    assert.equal(fs.readFileSync(host.file, 'utf8'), 'must not be truncated\n');
+  } finally {
+    remove();
+    host.remove();
+  }
+});
+
+test('renewFile makes its copy O_EXCL under a random name and never takes the mode from the student', () => {
+  const dir = tempDir('idem-lab-redteam-renew-');
+  try {
+    const file = path.join(dir.dir, 'provider.log');
+    fs.writeFileSync(file, 'a\n', { mode: 0o4755 });
+    assert.equal(renewFile(file), true);
+    assert.equal(fs.statSync(file).mode & 0o7777, 0o600);
+    fs.rmSync(file);
+    execFileSync('mkfifo', [file]);
+    assert.equal(renewFile(file), false, 'a FIFO is not renewed (nor opened for long)');
+    assert.equal(fs.existsSync(file), false, 'and is removed');
+  } finally {
+    dir.remove();
+  }
+});
+
+/** Runs `script` with sh in a sandbox as a server would be (as root: as the check's own user). */
+async function inSandbox(script: string): Promise<{ status: number | null; out: string }> {
+  const sandbox = await chooseSandbox('required');
+  assert.ok(sandbox);
+  const dir = tempDir('idem-lab-redteam-sbx-');
+  try {
+    const owner = sandboxOwner(sandbox, dir.dir);
+    if (owner) chownTree(dir.dir, owner);
+    const inner = owner ? dropPrivileges(owner, sandbox.limits, ['/bin/sh', '-c', script]) : ['prlimit', `--nproc=${DEFAULT_SANDBOX_LIMITS.processes}`, '/bin/sh', '-c', script];
+    const result = spawnSync(sandbox.bwrap, [...bwrapArgs(sandbox, dir.dir, dir.dir, '/bin/sh'), '--', ...inner], { encoding: 'utf8', timeout: 60_000 });
+    return { status: result.status, out: `${result.stdout}${result.stderr}` };
+  } finally {
+    dir.remove();
+  }
+}
+
+test('as root, the sandboxed server runs as an unprivileged user: /etc/shadow stays closed, no capabilities', { skip: !isRoot || !hasBwrap ? 'needs root and bubblewrap' : false }, async () => {
+  const { out } = await inSandbox('id -u; head -c 20 /etc/shadow >/dev/null 2>&1 && echo READ-SHADOW; grep CapEff /proc/self/status');
+  const uid = Number(out.trim().split('\n')[0]);
+  assert.notEqual(uid, 0, `not root inside: ${out}`);
+  assert.ok(!out.includes('READ-SHADOW'), `/etc/shadow is not readable: ${out}`);
+  assert.match(out, /CapEff:\s+0+\n/, `no effective capabilities: ${out}`);
+});
+
+test('as root, a fork bomb is bounded by the process limit', { skip: !isRoot || !hasBwrap ? 'needs root and bubblewrap' : false }, async () => {
+  // Starts sleeping children until fork fails (dash then exits), printing the count after
+  // each one; bounded by 2,000 in any case. The sleepers die with the sandbox.
+  const { out } = await inSandbox('n=0; while [ $n -lt 2000 ]; do sleep 30 & n=$((n+1)); echo forks=$n; done');
+  const counts = [...out.matchAll(/forks=(\d+)/g)].map((m) => Number(m[1]));
+  const forks = Math.max(0, ...counts);
+  assert.ok(forks > 10, `it could fork at all: ${out.slice(-300)}`);
+  assert.ok(forks < DEFAULT_SANDBOX_LIMITS.processes + 5, `forks stop at the limit (${forks}): ${out.slice(-300)}`);
+  assert.match(out, /Cannot fork|Resource temporarily unavailable/, 'fork failed, the loop did not just end');
+});
+
+test('/dev/shm is a small tmpfs of its own', { skip: !hasBwrap ? 'needs bubblewrap' : false }, async () => {
+  const { out } = await inSandbox('dd if=/dev/zero of=/dev/shm/fill bs=1M count=200 2>/dev/null; echo shm=$(du -m /dev/shm/fill | cut -f1)');
+  const shm = Number(/shm=(\d+)/.exec(out)?.[1]);
+  assert.ok(shm > 0 && shm <= 16, `/dev/shm holds at most 16 MiB: ${out}`);
+});
