@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { t } from '../i18n/index.js';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import { openStudentDatabase } from './student-db.js';
 import { CheckFailed } from './failure.js';
 import { readLedger } from './ledger.js';
 import { send, sendSimultaneously, type PayRequest, type Timeouts } from './http.js';
@@ -191,7 +191,7 @@ export class LiveContext {
       removeUnsafe([db.dbPath, `${db.dbPath}-wal`, `${db.dbPath}-shm`, `${db.dbPath}-journal`, db.providerLog]);
       if (fs.existsSync(db.dbPath) && !kept.has(db.dbPath)) {
         try {
-          const conn = new Database(db.dbPath, { timeout: 5000 });
+          const conn = openStudentDatabase(db.dbPath);
           conn.pragma('wal_checkpoint(TRUNCATE)');
           conn.close();
         } catch {
@@ -206,7 +206,7 @@ export class LiveContext {
     // Opened without following links, copied onto a file made O_EXCL with mode 0600 under
     // a random name, renamed over the old one (safe-copy.ts): a link named like the copy,
     // or the file itself swapped for a link, never makes the grader read or write elsewhere.
-    for (const file of kept) renewFile(file, sandboxOwner(this.command?.sandbox, this.tmpDir));
+    for (const file of kept) renewFile(file, sandboxOwner(this.command?.sandbox, this.workspace));
     const holds = (dir: string) => [...kept, ...guarded].some((file) => file.startsWith(dir + path.sep));
     const prune = (dir: string) => {
       for (const entry of fs.readdirSync(dir)) {
@@ -244,6 +244,7 @@ export class LiveContext {
       label,
       command: this.command,
       scratch: this.tmpDir,
+      student: this.workspace,
       // A pod's own HOME, /tmp and socket, beside its copy of the workspace (renewCopies leaves a running pod's alone).
       ownDir: path.dirname(cwd),
       chargeMs: options.chargeMs,
@@ -410,7 +411,7 @@ export class LiveContext {
    * @throws Error when the database does not exist or is locked for more than 5 s
    */
   holdWriteLock(of?: ServerInstance | CheckDatabase): () => void {
-    const db = new Database(this.database(of).dbPath, { fileMustExist: true, timeout: 5000 });
+    const db = openStudentDatabase(this.database(of).dbPath);
     db.exec('BEGIN IMMEDIATE');
     return () => {
       db.exec('ROLLBACK');

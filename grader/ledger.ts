@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import Database from 'better-sqlite3';
+import { openStudentDatabase } from './student-db.js';
 import type { LedgerRow } from './types.js';
 
 /** The most ledger rows read: far more than any check makes, far less than could exhaust the grader's memory. */
@@ -13,7 +13,7 @@ export const MAX_LEDGER_ROWS = 10_000;
  */
 export function readLedger(dbPath: string): LedgerRow[] {
   if (!fs.existsSync(dbPath)) return [];
-  const db = new Database(dbPath, { readonly: true, fileMustExist: true, timeout: 5000 });
+  const db = openStudentDatabase(dbPath, { readonly: true });
   try {
     const table = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'ledger'").get();
     if (!table) return [];

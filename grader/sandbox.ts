@@ -169,16 +169,17 @@ export const SANDBOX_UID_BASE = 0x60000000;
 export const SANDBOX_UID_SPAN = 0x01000000;
 
 /**
- * The unprivileged user a sandboxed server of the check in `scratch` runs as, when the
- * grader is root (uid 0): a uid and gid of their own per check (drawn from a SHA-256 of
- * the folder's path), so root-only files stay closed and RLIMIT_NPROC, which does not apply
- * to root, bounds every process of that student's servers together. Undefined when the
+ * The unprivileged user a sandboxed server of `student` (the learner's workspace, or a
+ * check's folder) runs as, when the grader is root (uid 0): a uid and gid of their own per
+ * student (drawn from a SHA-256 of the folder's path), so root-only files stay closed and
+ * RLIMIT_NPROC, which does not apply to root, bounds every process of that student's
+ * servers together. Undefined when the
  * grader is not root (the server then runs as the grader's user, whose limits apply) or
  * without a sandbox.
  */
-export function sandboxOwner(sandbox: Sandbox | undefined, scratch: string): { uid: number; gid: number } | undefined {
+export function sandboxOwner(sandbox: Sandbox | undefined, student: string): { uid: number; gid: number } | undefined {
   if (!sandbox || process.getuid?.() !== 0) return undefined;
-  const n = SANDBOX_UID_BASE + (createHash('sha256').update(path.resolve(scratch)).digest().readUInt32BE(0) % SANDBOX_UID_SPAN);
+  const n = SANDBOX_UID_BASE + (createHash('sha256').update(path.resolve(student)).digest().readUInt32BE(0) % SANDBOX_UID_SPAN);
   return { uid: n, gid: n };
 }
 

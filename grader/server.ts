@@ -12,6 +12,7 @@ import { chargeMs } from './limits.js';
 import { atExit } from './cleanup.js';
 import { bwrapArgs, dropPrivileges, prlimitArgs, sandboxOwner, type Sandbox } from './sandbox.js';
 import { chownTree } from './safe-copy.js';
+import { CheckCgroup } from './cgroup.js';
 import { interpreterPath } from './prewarm.js';
 import { killGroup, procStat, readyTimeoutMs, spawnInGroup, stopGroup, waitUntilReady, type Ending } from './process.js';
 
@@ -71,6 +72,13 @@ export interface StartOptions {
    * /tmp in a sandbox (`tmp-<label>-<port>`) and the socket its relay listens on. Default: scratch.
    */
   ownDir?: string;
+  /**
+   * Whose server this is: the learner's workspace, an absolute path (default: `scratch`).
+   * As root, every sandboxed server of one student runs as that student's own uid, and all
+   * of them share one cgroup (cgroup.ts): the bounds on processes and memory hold per
+   * student, however many checks of theirs run at once.
+   */
+  student?: string;
   /** How long to wait for GET /health to answer 200, in ms, from the spawn (default: readyTimeoutMs(), see process.ts). */
   readyTimeoutMs?: number;
   /**
@@ -538,6 +546,20 @@ export function serverEnv(options: StartOptions, port: number, home: string): Re
   };
 }
 
+/** The cgroup of each student (StartOptions.student) whose servers have not all exited (see cgroup.ts). */
+const cgroups = new Map<string, CheckCgroup>();
+
+/** The cgroup of `student`, made on their first server; undefined where none can be made. */
+function studentCgroup(student: string): CheckCgroup | undefined {
+  let cgroup = cgroups.get(student);
+  if (!cgroup) {
+    cgroup = CheckCgroup.make(student);
+    if (!cgroup) return undefined;
+    cgroups.set(student, cgroup);
+  }
+  return cgroup;
+}
+
 function spawnServer(options: StartOptions, port: number, cwd: string): ServerInstance {
   const command = options.command ?? DEFAULT_COMMAND;
   // The check's own folder: the one place the server may write (its copy of the workspace and the database are in it).
@@ -551,7 +573,8 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const { sandbox } = command;
   // As root, the server runs as the check's own unprivileged user (sandbox.ts sandboxOwner),
   // who must own the folder it writes.
-  const owner = sandboxOwner(sandbox, scratch);
+  const student = options.student ?? scratch;
+  const owner = sandboxOwner(sandbox, student);
   if (owner) chownTree(scratch, owner);
   // In a sandbox with a network of its own the server is reached through a Unix socket its
   // relay makes in a folder of the grader's at a short path (the kernel allows 107 bytes):
@@ -562,13 +585,19 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, [command.file, ...command.args]) : [command.file, ...command.args];
   const inner = socketPath ? [...relay.command, socketPath, String(port), ...server] : server;
   const sandboxArgs = sandbox && [...bwrapArgs(sandbox, scratch, cwd, command.file, relay.folders, tmp, socketDir ? [socketDir] : []), '--', ...inner];
-  const [file, args] = !sandbox || !sandboxArgs
+  let [file, args] = !sandbox || !sandboxArgs
     ? [command.file, command.args]
     : owner
       ? [sandbox.bwrap, sandboxArgs]
       : [sandbox.prlimit, [...prlimitArgs(sandbox.limits), sandbox.bwrap, ...sandboxArgs]];
+  // Memory and processes of all the check's servers together, where a cgroup can be made (cgroup.ts).
+  const cgroup = sandbox ? studentCgroup(student) : undefined;
+  if (cgroup) [file, args] = cgroup.wrap(file, args);
   const subprocess = spawnInGroup(file, args, { cwd, env: serverEnv(options, port, home) });
-  if (socketDir) subprocess.once('close', () => fs.rmSync(socketDir, { recursive: true, force: true }));
+  subprocess.once('close', () => {
+    if (socketDir) fs.rmSync(socketDir, { recursive: true, force: true });
+    if (cgroup?.release()) cgroups.delete(student);
+  });
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
   if (socketPath) instance.socketPath = socketPath;
   instance.sandboxed = sandbox !== undefined;

@@ -38,9 +38,10 @@ export function readStatement(file: string): Charge[] | undefined {
 export function readStatementLines(file: string): { charges: Charge[]; other: string[] } | undefined {
   let fd: number;
   try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
-  } catch {
-    return undefined;
+    // Never through a link (O_NOFOLLOW): a statement made a link is read as empty, as a FIFO is.
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOFOLLOW);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ELOOP' ? { charges: [], other: [] } : undefined;
   }
   let text: string;
   let cut = false;

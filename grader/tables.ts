@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import zlib from 'node:zlib';
-import Database from 'better-sqlite3';
+import { openStudentDatabase } from './student-db.js';
 
 /** One cell of a table: where it is and its bytes (a number or a text as its text, a blob as is). */
 export interface Cell {
@@ -41,7 +41,7 @@ const quoted = (name: string) => `"${name.replace(/"/g, '""')}"`;
 export function readCells(dbPath: string, except: readonly string[] = []): Cell[] {
   if (!fs.existsSync(dbPath)) return [];
   const skipped = new Set(except.map((name) => name.toLowerCase()));
-  const db = new Database(dbPath, { readonly: true, fileMustExist: true, timeout: 5000 });
+  const db = openStudentDatabase(dbPath, { readonly: true });
   const cells: Cell[] = [];
   let bytes = 0;
   try {
@@ -173,7 +173,7 @@ export function findHidden(cells: readonly Cell[], text: string, digits: readonl
 export function countRows(dbPath: string, except: readonly string[] = []): Record<string, number> {
   if (!fs.existsSync(dbPath)) return {};
   const skipped = new Set(except.map((name) => name.toLowerCase()));
-  const db = new Database(dbPath, { readonly: true, fileMustExist: true, timeout: 5000 });
+  const db = openStudentDatabase(dbPath, { readonly: true });
   const counts: Record<string, number> = {};
   try {
     const tables = db

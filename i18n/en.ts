@@ -216,6 +216,8 @@ export const en = {
   'check.noHealth.status': 'status {status}',
   'check.noDb': 'The server never created the database the grader named in IDEM_DB ({db}).',
   'check.noDb.why': "The grader gives every check a fresh database and reads the ledger from it; a server that ignores IDEM_DB writes into the learner's lab.db instead.",
+  'check.unsafeDb': 'The database the grader named in IDEM_DB ({db}) is no longer a regular file of the server\'s: it is a link, a FIFO or a folder, or it was swapped while the grader opened it.',
+  'check.unsafeDb.why': 'The grader reads the ledger only from the file it handed the server; it never follows a link out of the check\'s folder.',
 
   // How a verdict is printed.
   'report.why': 'Why it matters: {why}',

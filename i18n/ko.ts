@@ -205,6 +205,8 @@ export const ko: Record<MessageKey, string> = {
   'check.noHealth.status': '상태 코드 {status}',
   'check.noDb': '서버가 채점기가 IDEM_DB로 지정한 데이터베이스({db})를 만들지 않았습니다.',
   'check.noDb.why': '채점기는 검사마다 새 데이터베이스를 주고 거기서 원장을 읽습니다. IDEM_DB를 무시하는 서버는 학습자의 lab.db에 씁니다.',
+  'check.unsafeDb': '채점기가 IDEM_DB로 지정한 데이터베이스({db})가 더 이상 서버의 일반 파일이 아닙니다. 링크, FIFO 또는 폴더이거나 채점기가 여는 사이에 바뀌었습니다.',
+  'check.unsafeDb.why': '채점기는 서버에게 준 그 파일에서만 원장을 읽으며, 검사 폴더 밖을 가리키는 링크는 따라가지 않습니다.',
 
   'report.why': '왜 중요한가: {why}',
   'report.exchanges': '보낸 요청과 받은 응답:',

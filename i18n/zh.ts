@@ -205,6 +205,8 @@ export const zh: Record<MessageKey, string> = {
   'check.noHealth.status': '状态码 {status}',
   'check.noDb': '服务器没有创建评分器在 IDEM_DB 中指定的数据库（{db}）。',
   'check.noDb.why': '评分器为每项检查提供一个全新的数据库并从中读取账本；忽略 IDEM_DB 的服务器会写进学习者自己的 lab.db。',
+  'check.unsafeDb': '评分器在 IDEM_DB 中指定的数据库（{db}）已不是服务器的普通文件：它是链接、FIFO 或文件夹，或在评分器打开它时被替换了。',
+  'check.unsafeDb.why': '评分器只从交给服务器的那个文件读取账本，从不跟随指向检查文件夹之外的链接。',
 
   'report.why': '为什么重要：{why}',
   'report.exchanges': '发出的请求和收到的响应：',

@@ -10,6 +10,7 @@ import { parseSeed } from '../grader/seed.js';
 import { bwrapArgs, bwrapPath, chooseSandbox, dropPrivileges, sandboxOwner, DEFAULT_SANDBOX_LIMITS } from '../grader/sandbox.js';
 import { chownTree, renewFile } from '../grader/safe-copy.js';
 import { tempDir } from './support.js';
+import { CheckCgroup, cgroupUnavailable } from '../grader/cgroup.js';
 
 const isRoot = process.getuid?.() === 0;
 const hasBwrap = spawnSync(bwrapPath(), ['--version']).status === 0;
@@ -103,7 +104,7 @@ test('renewFile makes its copy O_EXCL under a random name and never takes the mo
 });
 
 /** Runs `script` with sh in a sandbox as a server would be (as root: as the check's own user). */
-async function inSandbox(script: string): Promise<{ status: number | null; out: string }> {
+async function inSandbox(script: string, cgroup?: CheckCgroup): Promise<{ status: number | null; out: string }> {
   const sandbox = await chooseSandbox('required');
   assert.ok(sandbox);
   const dir = tempDir('idem-lab-redteam-sbx-');
@@ -111,7 +112,10 @@ async function inSandbox(script: string): Promise<{ status: number | null; out: 
     const owner = sandboxOwner(sandbox, dir.dir);
     if (owner) chownTree(dir.dir, owner);
     const inner = owner ? dropPrivileges(owner, sandbox.limits, ['/bin/sh', '-c', script]) : ['prlimit', `--nproc=${DEFAULT_SANDBOX_LIMITS.processes}`, '/bin/sh', '-c', script];
-    const result = spawnSync(sandbox.bwrap, [...bwrapArgs(sandbox, dir.dir, dir.dir, '/bin/sh'), '--', ...inner], { encoding: 'utf8', timeout: 60_000 });
+    let [file, args] = [sandbox.bwrap, [...bwrapArgs(sandbox, dir.dir, dir.dir, '/bin/sh'), '--', ...inner]];
+    if (cgroup) [file, args] = cgroup.wrap(file, args);
+    const result = spawnSync(file, args, { encoding: 'utf8', timeout: 60_000 });
+    cgroup?.release();
     return { status: result.status, out: `${result.stdout}${result.stderr}` };
   } finally {
     dir.remove();
@@ -141,4 +145,65 @@ test('/dev/shm is a small tmpfs of its own', { skip: !hasBwrap ? 'needs bubblewr
   const { out } = await inSandbox('dd if=/dev/zero of=/dev/shm/fill bs=1M count=200 2>/dev/null; echo shm=$(du -m /dev/shm/fill | cut -f1)');
   const shm = Number(/shm=(\d+)/.exec(out)?.[1]);
   assert.ok(shm > 0 && shm <= 16, `/dev/shm holds at most 16 MiB: ${out}`);
+});
+
+test('as root, the memory of all a check\'s processes is bounded together (a cgroup), not per process only', { skip: !isRoot || !hasBwrap || cgroupUnavailable() ? `needs root, bubblewrap and cgroups (${cgroupUnavailable() ?? ''})` : false }, async () => {
+  const cgroup = CheckCgroup.make(`red-team-memory-${process.pid}`, { memoryBytes: 256 * 1024 * 1024, processes: 64 });
+  assert.ok(cgroup);
+  // Four children each hold 120 MiB (written, so resident; well within the 1 GiB a process
+  // may map) and keep it until their parent closes their stdin: all four are alive at once,
+  // however slowly the machine starts them. The parent counts those that got to hold it.
+  const parent = [
+    'import subprocess, sys',
+    "child = 'import sys; b = bytes(126000000) + b\"x\" * 0; b = bytearray(b); b[::4096] = b\"y\" * len(b[::4096]); print(\"held\", flush=True); sys.stdin.read()'",
+    "kids = [subprocess.Popen([sys.executable, '-c', child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(4)]",
+    "lines = [k.stdout.readline().strip() for k in kids]",
+    "[k.stdin.close() for k in kids]",
+    "[k.wait() for k in kids]",
+    "[print(l) for l in lines if l]",
+    "print('done')",
+  ].join('\n');
+  const { out } = await inSandbox(`python3 -c "$(cat <<'PY'\n${parent}\nPY\n)"`, cgroup);
+  const held = (out.match(/^held$/gm) ?? []).length;
+  assert.match(out, /done/, `the shell itself finished: ${out.slice(-300)}`);
+  assert.ok(held >= 1 && held <= 2, `at most two of four 120 MiB children fit in 256 MiB together (${held} did): ${out.slice(-300)}`);
+});
+
+test('a database made a FIFO, or a link to a host database, is refused unread, and the grader does not hang', async () => {
+  const { readLedger } = await import('../grader/ledger.js');
+  const { readCells } = await import('../grader/tables.js');
+  const { UnsafeDatabase } = await import('../grader/student-db.js');
+  const dir = tempDir('idem-lab-redteam-db-');
+  const host = tempDir('idem-lab-redteam-hostdb-');
+  try {
+    // A host database with a ledger of its own (what a link would make the grader print).
+    const hostDb = path.join(host.dir, 'secret.db');
+    execFileSync('python3', ['-c', `import sqlite3; c=sqlite3.connect(${JSON.stringify(hostDb)}); c.execute('create table ledger(payment_id integer primary key, idempotency_key text, user text, amount integer, created_at text)'); c.execute("insert into ledger values (1, 'k', 'host-secret-user', 1, 't')"); c.commit()`]);
+    const db = path.join(dir.dir, 'lab.db');
+    fs.symlinkSync(hostDb, db);
+    assert.throws(() => readLedger(db), UnsafeDatabase);
+    assert.throws(() => readCells(db), UnsafeDatabase);
+    fs.rmSync(db);
+    execFileSync('mkfifo', [db]);
+    // A reader that opened the FIFO would block for ever: the test would time out.
+    assert.throws(() => readLedger(db), UnsafeDatabase);
+  } finally {
+    dir.remove();
+    host.remove();
+  }
+});
+
+test('a statement made a link to a host file is never read', async () => {
+  const { readStatementLines } = await import('../grader/statement.js');
+  const host = hostFile('{"user": "host-secret", "amount": 1}\n');
+  const dir = tempDir('idem-lab-redteam-stmt-');
+  try {
+    const log = path.join(dir.dir, 'provider.log');
+    fs.symlinkSync(host.file, log);
+    const read = readStatementLines(log);
+    assert.deepEqual(read, { charges: [], other: [] });
+  } finally {
+    dir.remove();
+    host.remove();
+  }
 });
