@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import net from 'node:net';
 import { createRequire } from 'node:module';
 import type { Client as UndiciClient } from 'undici';
@@ -76,12 +77,25 @@ export interface Target {
   socketPath?: string;
 }
 
+/** Whether `file` is a Unix socket, by lstat (a link to one is not). */
+function isSocket(file: string): boolean {
+  try {
+    return fs.lstatSync(file).isSocket();
+  } catch {
+    return false;
+  }
+}
+
 /**
- * Opens a connection to 127.0.0.1:port, or to the target's relay socket when it has one.
+ * Opens a connection to 127.0.0.1:port, or to the target's relay socket when it has one
+ * (only when it is a socket, not a link: an absent or replaced socket is refused).
  * @throws ConnectError when it is refused or does not open within `timeoutMs` ms (message in the learner's language)
  */
 export function openConnection(target: number | Pick<Target, 'port' | 'socketPath'>, timeoutMs: number): Promise<net.Socket> {
   const { port, socketPath } = typeof target === 'number' ? { port: target, socketPath: undefined } : target;
+  // A relay socket lies in a folder the sandbox may write (when the grader is not root): it
+  // must be a socket itself, never a link to another one of the host's.
+  if (socketPath !== undefined && !isSocket(socketPath)) return Promise.reject(new ConnectError(t('http.refused', { port }), 'refused'));
   return new Promise((resolve, reject) => {
     const socket = socketPath ? net.connect({ path: socketPath }) : net.connect({ host: '127.0.0.1', port });
     const timer = setTimeout(() => {

@@ -207,3 +207,88 @@ test('a statement made a link to a host file is never read', async () => {
     host.remove();
   }
 });
+
+test("a relay socket swapped for a link to another of the host's sockets is never connected to", async () => {
+  const net = await import('node:net');
+  const { openConnection } = await import('../grader/http.js');
+  const dir = tempDir('idem-lab-redteam-sock-');
+  let connections = 0;
+  const host = net.createServer((socket) => {
+    connections++;
+    socket.on('error', () => {});
+    socket.end('HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\nhost-secret');
+  });
+  try {
+    const hostSocket = path.join(dir.dir, 'host.sock');
+    await new Promise<void>((resolve) => host.listen(hostSocket, resolve));
+    const relay = path.join(dir.dir, 'A-1.sock');
+    fs.symlinkSync(hostSocket, relay);
+    await assert.rejects(openConnection({ port: 1, socketPath: relay }, 1000));
+    assert.equal(connections, 0, 'the host socket saw no connection');
+    // The real socket itself is reached.
+    const socket = await openConnection({ port: 1, socketPath: hostSocket }, 1000);
+    socket.destroy();
+  } finally {
+    await new Promise((resolve) => host.close(resolve));
+    dir.remove();
+  }
+});
+
+test('with a relay socket path longer than the kernel allows, the sandbox keeps a network of its own (never the host network in silence)', { skip: !hasBwrap ? 'needs bubblewrap' : false }, async () => {
+  const { startServer } = await import('../grader/server.js');
+  const sandbox = await chooseSandbox('required');
+  assert.ok(sandbox);
+  if (sandbox.network !== 'private') return; // no network namespace here: covered by the reporting tests
+  // A check folder 150 bytes deep: the relay socket must not be made there.
+  const deep = tempDir('idem-lab-redteam-deep-');
+  const scratch = path.join(deep.dir, 'x'.repeat(100));
+  const ws = path.join(scratch, 'ws');
+  fs.mkdirSync(ws, { recursive: true });
+  fs.writeFileSync(path.join(ws, 'server.py'), [
+    'import http.server, os, socket',
+    'class H(http.server.BaseHTTPRequestHandler):',
+    '    def do_GET(self):',
+    '        net = "private" if [n for _, n in socket.if_nameindex()] == ["lo"] else "host"',
+    '        body = net.encode(); self.send_response(200); self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)',
+    '    def log_message(self, *a): pass',
+    'http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()',
+  ].join('\n'));
+  const { send } = await import('../grader/http.js');
+  const server = await startServer({ workspace: ws, dbPath: path.join(ws, 'lab.db'), label: 'A', scratch, command: { file: 'python3', args: ['server.py'], sandbox } });
+  try {
+    assert.ok(server.socketPath, 'reached through a relay socket');
+    assert.ok(Buffer.byteLength(server.socketPath) < 104, `at a short path: ${server.socketPath}`);
+    const health = await send(server, 'GET', '/health');
+    assert.equal(health.responseBody, 'private');
+  } finally {
+    await server.kill();
+    deep.remove();
+  }
+});
+
+test("as root, a committed server.py linked to /etc/shadow does not print it through the grader", { skip: !isRoot || !hasBwrap || !fs.existsSync('/etc/shadow') ? 'needs root, bubblewrap and /etc/shadow' : false }, async () => {
+  const { startServer } = await import('../grader/server.js');
+  const { ServerStartFailed } = await import('../grader/failure.js');
+  const sandbox = await chooseSandbox('required');
+  assert.ok(sandbox);
+  const firstLine = fs.readFileSync('/etc/shadow', 'utf8').split('\n')[0]!;
+  const scratch = tempDir('idem-lab-redteam-shadow-');
+  try {
+    const ws = path.join(scratch.dir, 'ws');
+    fs.mkdirSync(ws);
+    fs.symlinkSync('/etc/shadow', path.join(ws, 'server.py'));
+    const failure = await startServer({ workspace: ws, dbPath: path.join(ws, 'lab.db'), label: 'A', scratch: scratch.dir, readyTimeoutMs: 5000, command: { file: 'python3', args: ['server.py'], sandbox } }).then(
+      async (server) => {
+        await server.kill();
+        return undefined;
+      },
+      (err: unknown) => err,
+    );
+    assert.ok(failure instanceof ServerStartFailed, 'the server cannot start');
+    const said = JSON.stringify(failure);
+    assert.ok(!said.includes(firstLine), `/etc/shadow is not printed: ${said.slice(0, 400)}`);
+    assert.match(said, /Permission denied|Errno 13/, 'python was refused the file');
+  } finally {
+    scratch.remove();
+  }
+});
