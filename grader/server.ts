@@ -71,6 +71,22 @@ export interface StartOptions {
    * /tmp in a sandbox (`tmp-<label>-<port>`) and the socket its relay listens on. Default: scratch.
    */
   ownDir?: string;
+  /**
+   * In a sandbox: `[source, dest]` pairs bound read-only, after every other folder, e.g.
+   * the workspace image's entries over their placeholders in the working folder
+   * (workspace-image.ts imageBinds). Default none; ignored without a sandbox.
+   */
+  readOnly?: ReadonlyArray<readonly [string, string]>;
+  /**
+   * Folders inside `scratch` that stay the grader's when the grader is root (never given
+   * to the sandbox's user): the workspace image every server of the check shares. Default none.
+   */
+  shared?: readonly string[];
+  /**
+   * In a sandbox: the folders the server may write, the first holding its HOME and /tmp
+   * (`ownDir`), the others its database's folders. Default: `scratch`, all of it.
+   */
+  writable?: readonly string[];
   /** How long to wait for GET /health to answer 200, in ms, from the spawn (default: readyTimeoutMs(), see process.ts). */
   readyTimeoutMs?: number;
   /**
@@ -552,7 +568,8 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   // As root, the server runs as the check's own unprivileged user (sandbox.ts sandboxOwner),
   // who must own the folder it writes.
   const owner = sandboxOwner(sandbox, scratch);
-  if (owner) chownTree(scratch, owner);
+  const shared = options.shared ?? [];
+  if (owner) chownTree(scratch, owner, (full) => shared.includes(full));
   // In a sandbox with a network of its own the server is reached through a Unix socket its
   // relay makes in a folder of the grader's at a short path (the kernel allows 107 bytes):
   // never the host's network in silence because the check's folder lies deep.
@@ -561,7 +578,12 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const relay = relayCommand(command.file, owner !== undefined);
   const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, [command.file, ...command.args]) : [command.file, ...command.args];
   const inner = socketPath ? [...relay.command, socketPath, String(port), ...server] : server;
-  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, scratch, cwd, command.file, relay.folders, tmp, socketDir ? [socketDir] : []), '--', ...inner];
+  // Writable: the pod's own folder (HOME, /tmp, its working folder) and its database's
+  // folders, bound like the relay's socket folder; then the read-only binds over them.
+  const [writable, ...databaseDirs] = options.writable?.length ? options.writable : [scratch];
+  const extraWritable = databaseDirs.filter((dir) => dir !== writable && !dir.startsWith(writable + path.sep));
+  const readOnly = (options.readOnly ?? []).flatMap(([source, dest]) => ['--ro-bind', source, dest]);
+  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, relay.folders, tmp, [...(socketDir ? [socketDir] : []), ...extraWritable]), ...readOnly, '--', ...inner];
   const [file, args] = !sandbox || !sandboxArgs
     ? [command.file, command.args]
     : owner
