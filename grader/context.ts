@@ -11,7 +11,7 @@ import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import { removeUnsafe, renewFile } from './safe-copy.js';
 import { sandboxOwner } from './sandbox.js';
-import { copyImage, fillPod, imageBinds, type Image } from './workspace-image.js';
+import { copyImage, fillPod, imageBinds, interpreterHome, type Image } from './workspace-image.js';
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import type { Exchange, LedgerRow } from './types.js';
 import type { KeylessGrouping } from './audit.js';
@@ -276,6 +276,7 @@ export class LiveContext {
       // its database's folders writable.
       readOnly: this.sandboxed ? imageBinds(image, cwd) : [],
       shared: [path.dirname(image.dir)],
+      readable: this.command && this.sandboxed ? [interpreterHome(image, this.command.file)].filter((home): home is string => home !== undefined) : [],
       writable: [...new Set([path.dirname(cwd), path.dirname(database.dbPath), path.dirname(database.providerLog)])],
       chargeMs: options.chargeMs,
       dbMs: options.dbMs,

@@ -82,6 +82,8 @@ export interface StartOptions {
    * to the sandbox's user): the workspace image every server of the check shares. Default none.
    */
   shared?: readonly string[];
+  /** In a sandbox: more folders bound back read-only where a mask hides them, e.g. the Python installation a virtual environment's interpreter links to. Default none. */
+  readable?: readonly string[];
   /**
    * In a sandbox: the folders the server may write, the first holding its HOME and /tmp
    * (`ownDir`), the others its database's folders. Default: `scratch`, all of it.
@@ -366,10 +368,12 @@ function killEach(found: FoundProcess[]): void {
 }
 
 /**
- * Whether `file` can be run: a path that exists, or a name found on PATH.
+ * Whether `file` can be run: a path that exists (a relative one, such as a virtual
+ * environment's `.venv/bin/python`, from `workspace`, where the server runs; default the
+ * current folder), or a name found on PATH.
  */
-export function commandExists(file: string): boolean {
-  if (file.includes('/')) return fs.existsSync(file);
+export function commandExists(file: string, workspace?: string): boolean {
+  if (file.includes('/')) return fs.existsSync(path.resolve(workspace ?? '.', file));
   return (process.env.PATH ?? '').split(path.delimiter).some((dir) => dir !== '' && fs.existsSync(path.join(dir, file)));
 }
 
@@ -583,7 +587,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const [writable, ...databaseDirs] = options.writable?.length ? options.writable : [scratch];
   const extraWritable = databaseDirs.filter((dir) => dir !== writable && !dir.startsWith(writable + path.sep));
   const readOnly = (options.readOnly ?? []).flatMap(([source, dest]) => ['--ro-bind', source, dest]);
-  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, relay.folders, tmp, [...(socketDir ? [socketDir] : []), ...extraWritable]), ...readOnly, '--', ...inner];
+  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable]), ...readOnly, '--', ...inner];
   const [file, args] = !sandbox || !sandboxArgs
     ? [command.file, command.args]
     : owner

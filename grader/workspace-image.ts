@@ -147,7 +147,13 @@ export function copyImage(workspace: string, dest: string, exclude: string, limi
       if (++image.entries > limits.entries) tooLarge('entries', relName);
       const target = path.join(to, name);
       if (stat.isSymbolicLink()) {
-        const link = fs.readlinkSync(from);
+        let link: string;
+        try {
+          link = fs.readlinkSync(from);
+        } catch {
+          image.entries--;
+          continue; // swapped meanwhile for something else: passed over
+        }
         fs.symlinkSync(link, target);
         if (depth === 0) image.top.push({ name, kind: 'link', source: link });
         continue;
@@ -245,4 +251,29 @@ function linkTree(from: string, to: string): void {
  */
 export function imageBinds(image: Image, podDir: string): Array<[string, string]> {
   return image.top.filter((e) => e.kind !== 'link').map((e) => [e.source, path.join(podDir, e.name)]);
+}
+
+/**
+ * For a server command run from the workspace (`file` relative with a folder, such as a
+ * virtual environment's `.venv/bin/python`), the Python installation its links lead to
+ * outside the image, to be bound back read-only where a mask hides it (pyenv's under
+ * /root, say): its root folder, or undefined when `file` stays inside the image or leads
+ * elsewhere. Only a real Python installation is named (`bin/python3[.N]` with
+ * `lib/python3.N/os.py` beside it): a link of the learner's never opens any other host
+ * folder to the sandbox. Never throws.
+ */
+export function interpreterHome(image: Image, file: string): string | undefined {
+  if (path.isAbsolute(file) || !file.includes('/')) return undefined;
+  try {
+    const real = fs.realpathSync(path.join(image.dir, file));
+    if (real.startsWith(image.dir + path.sep)) return undefined;
+    const version = /^python(3\.\d+)$/.exec(path.basename(real))?.[1] ?? /^python3$/.exec(path.basename(real))?.[0];
+    if (!version || path.basename(path.dirname(real)) !== 'bin') return undefined;
+    const home = path.dirname(path.dirname(real));
+    const lib = path.join(home, 'lib');
+    const stdlib = fs.readdirSync(lib).find((name) => /^python3\.\d+$/.test(name) && (version === 'python3' || name === `python${version}`) && fs.lstatSync(path.join(lib, name, 'os.py')).isFile());
+    return stdlib && home !== '/' ? home : undefined;
+  } catch {
+    return undefined;
+  }
 }
