@@ -230,23 +230,28 @@ test('a workspace file swapped for a link to a host file while it is copied is n
   fs.writeFileSync(file, 'the learner\'s notes\n');
   fs.writeFileSync(path.join(ws.dir, 'server.py'), 'print(1)\n');
   // A process of the student's swaps notes.txt for a link to the host file and back, as
-  // fast as it can, while the workspace is copied 150 times: the grader's copy of it must
-  // be the learner's notes or the link itself, never the host file. (Before the fix, a
-  // copy that looked at the entry, then opened it by name, read the host file through the
-  // link in about one copy in four.)
+  // fast as it can, while the workspace is copied 300 times: the grader's copy of it must
+  // be the learner's notes or the link itself, never the host file: each entry is opened
+  // O_NOFOLLOW and checked with fstat, so no timing lets a link through. (A copy that
+  // looks at an entry, then opens it by name, has a window of microseconds: this test
+  // cannot show that one leaks, only that this copy never does.)
   const python = `
 import os, sys
-f, secret = sys.argv[1], sys.argv[2]
+f, secret, aside = sys.argv[1], sys.argv[2], sys.argv[3]
 while True:
-    os.symlink(secret, f + '.l'); os.replace(f + '.l', f)
-    with open(f + '.t', 'w') as out: out.write("the learner's notes\\n")
-    os.replace(f + '.t', f)
+    os.symlink(secret, aside + '/l'); os.replace(aside + '/l', f)
+    with open(aside + '/t', 'w') as out: out.write("the learner's notes\\n")
+    os.replace(aside + '/t', f)
 `;
-  const child = spawn('python3', ['-c', python, file, host.file], { stdio: 'ignore' });
+  // Its temporary names are made outside the workspace, on the same file system.
+  const aside = tempDir('idem-lab-redteam-swap-aside-');
+  const child = spawn('python3', ['-c', python, file, host.file, aside.dir], { stdio: 'ignore' });
   try {
+    // Copies start once the swapper runs (the file was seen as a link).
+    for (const until = Date.now() + 30_000; !fs.lstatSync(file).isSymbolicLink() && Date.now() < until; ) await new Promise((r) => setTimeout(r, 5));
     let links = 0;
     let files = 0;
-    for (let i = 0; i < 150; i++) {
+    for (let i = 0; i < 300; i++) {
       const tmp = tempDir('idem-lab-redteam-swap-tmp-');
       try {
         const ctx = new LiveContext(ws.dir, tmp.dir, '06', undefined, parseSeed('1'));
@@ -264,10 +269,40 @@ while True:
         tmp.remove();
       }
     }
-    assert.ok(links + files > 0, 'the file was copied at all');
+    assert.ok(links > 0, `the swapper ran during the copies: ${links} links, ${files} files copied`);
   } finally {
     child.kill('SIGKILL');
     ws.remove();
+    aside.remove();
+    host.remove();
+  }
+});
+
+test('a workspace file swapped for a link right after the copy looked at it is not followed (O_NOFOLLOW, fstat)', () => {
+  const host = hostFile('host-secret-token\n');
+  const ws = tempDir('idem-lab-redteam-swap1-');
+  const out = tempDir('idem-lab-redteam-swap1-out-');
+  const file = path.join(ws.dir, 'notes.txt');
+  fs.writeFileSync(file, "the learner's notes\n");
+  const lstat = fs.lstatSync;
+  // The swap lands exactly between the copy's look at the entry and its open.
+  (fs as { lstatSync: unknown }).lstatSync = (p: fs.PathLike, ...rest: unknown[]) => {
+    const stat = (lstat as (...a: unknown[]) => fs.Stats)(p, ...rest);
+    if (String(p).endsWith('/notes.txt') && stat?.isFile() && !String(p).startsWith(out.dir)) {
+      fs.rmSync(file);
+      fs.symlinkSync(host.file, file);
+    }
+    return stat;
+  };
+  try {
+    const image = copyImage(ws.dir, path.join(out.dir, 'image'), out.dir);
+    const copied = path.join(image.dir, 'notes.txt');
+    assert.ok(!fs.existsSync(copied) || !fs.readFileSync(copied, 'utf8').includes('host-secret-token'), 'the host file is not copied in');
+    assert.equal(fs.lstatSync(copied, { throwIfNoEntry: false }), undefined, 'an entry that changed under the copy is passed over');
+  } finally {
+    (fs as { lstatSync: unknown }).lstatSync = lstat;
+    ws.remove();
+    out.remove();
     host.remove();
   }
 });
