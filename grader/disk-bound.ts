@@ -59,8 +59,8 @@ export function measure(root: string, skip: (full: string) => boolean = () => fa
       } catch {
         continue;
       }
-      use.entries++;
       if (ignore.has(stat.ino) || seen.has(stat.ino)) continue;
+      use.entries++;
       seen.add(stat.ino);
       const bytes = stat.blocks * 512;
       use.bytes += bytes;
