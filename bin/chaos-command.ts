@@ -112,7 +112,7 @@ export async function chaosCommand(options: ChaosCommandOptions, write: (text: s
   } catch (err) {
     throw new SetupError((err as Error).message);
   }
-  if (!commandExists(command.file)) throw new SetupError(t('cli.noInterpreter', { file: command.file }));
+  if (!commandExists(command.file, workspace)) throw new SetupError(t('cli.noInterpreter', { file: command.file }));
   const [sandbox, resolved] = await Promise.all([sandboxFor(options.sandbox, 'auto'), resolveInterpreter(command, workspace)]);
   installExitHooks();
   const say = (line = '') => write(`${line}\n`);

@@ -63,7 +63,7 @@ export async function prepareCheck(selectors: string[], options: WorkspaceOption
   } catch (err) {
     throw new SetupError((err as Error).message);
   }
-  if (steps.some((s) => s.live) && !commandExists(command.file)) {
+  if (steps.some((s) => s.live) && !commandExists(command.file, workspace)) {
     throw new SetupError(t('cli.noInterpreter', { file: command.file }));
   }
   readState(workspace); // a damaged state file is said now (SetupError), not after grading

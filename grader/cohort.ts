@@ -142,7 +142,7 @@ export async function gradeWorkspace(student: string, dir: string, options: Pick
   let command: ServerCommand;
   try {
     command = options.serverCommand(workspace);
-    if (options.steps.some((s) => s.live) && !commandExists(command.file)) {
+    if (options.steps.some((s) => s.live) && !commandExists(command.file, workspace)) {
       throw new SetupError(t('cli.noInterpreter', { file: command.file }));
     }
   } catch (err) {

@@ -11,6 +11,8 @@ import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import { removeUnsafe, renewFile } from './safe-copy.js';
 import { sandboxOwner } from './sandbox.js';
+import { copyImage, fillPod, imageBinds, interpreterHome, type Image } from './workspace-image.js';
+import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import type { Exchange, LedgerRow } from './types.js';
 import type { KeylessGrouping } from './audit.js';
 
@@ -57,24 +59,18 @@ export interface CheckDatabase {
   providerLog: string;
 }
 
-/** What the grader leaves out of a server's copy of the workspace: the learner's own runtime files. */
-const NOT_COPIED = /^(lab\.db(-wal|-shm|-journal)?|provider\.log|s\.log|\.idem-lab|\.git|node_modules|__pycache__)$/;
-
-/** Whether a path is a folder, a regular file or a link (as it is): a FIFO, socket or device is never copied (or read). */
-function copyable(source: string): boolean {
-  try {
-    const stat = fs.lstatSync(source);
-    return stat.isFile() || stat.isDirectory() || stat.isSymbolicLink();
-  } catch {
-    return false;
-  }
-}
-
 /**
- * What a live check works with: server instances on free ports, each running from a copy
- * of the learner's workspace in a temporary folder and sharing one fresh sqlite file there
- * (never the learner's lab.db), an HTTP client that keeps every exchange for the
- * transcript, the ledger read from that file, and seeded test data (keys, users, amounts).
+ * What a live check works with: server instances on free ports, each running in a working
+ * folder of its own in a temporary folder and sharing one fresh sqlite file there (never
+ * the learner's lab.db), an HTTP client that keeps every exchange for the transcript, the
+ * ledger read from that file, and seeded test data (keys, users, amounts).
+ *
+ * The learner's workspace is copied once per check (workspace-image.ts: bounded, read-only,
+ * never following a link); every working folder shows that one copy read-only (in a
+ * sandbox each top entry is bound read-only over a placeholder; without one its files are
+ * hard-linked, read-only by their mode), beside which the server may write new files, as
+ * in a pod's container layer. What the servers write, together, is watched and bounded
+ * (disk-bound.ts): past the bound the check's servers are stopped and it fails.
  */
 export class LiveContext {
   /** The learner's workspace, the servers' working directory. */
@@ -106,9 +102,18 @@ export class LiveContext {
   private readonly command: ServerCommand | undefined;
   private readonly tmpDir: string;
   private copies = 0;
-  /** Where the copies go: the first is known from the start, since it holds the database. */
+  /** Where the working folders go: the first is known from the start, since it holds the database. */
   private readonly copyPaths: string[] = [];
   private stoppedFor: string | undefined;
+  /** The one read-only copy of the workspace every server of this check runs from; made at the first start. */
+  private image: Image | undefined;
+  /** Stops the watcher of what the servers write, while one runs. */
+  private stopWatch: (() => void) | undefined;
+  /**
+   * Why the check was cut short by the grader's bounds, as the failure it ends with: the
+   * servers wrote more than the disk bound (disk-bound.ts). Undefined while within them.
+   */
+  overrun: CheckFailed | undefined;
   /** This check's keys, users and amounts, from the run's seed. */
   readonly data: TestData;
 
@@ -138,9 +143,29 @@ export class LiveContext {
   }
 
   /**
-   * A new copy of the learner's workspace for a server to run from: every file but the
-   * learner's runtime files (NOT_COPIED); a node_modules folder is linked, not copied.
+   * The check's one read-only copy of the learner's workspace (workspace-image.ts), made at
+   * the first call, in a folder of its own beside the working folders.
+   * @throws WorkspaceTooLarge when the workspace is over a bound of DEFAULT_IMAGE_LIMITS (a setup error naming the file)
+   */
+  private ensureImage(): Image {
+    if (!this.image) {
+      const parent = path.join(this.tmpDir, crypto.randomBytes(4).toString('hex'));
+      fs.mkdirSync(parent, { mode: 0o755 });
+      this.image = copyImage(this.workspace, path.join(parent, path.basename(this.workspace)), this.tmpDir);
+    }
+    return this.image;
+  }
+
+  /** Whether the servers of this check run in a sandbox (then the image is bound into their folders, not linked). */
+  private get sandboxed(): boolean {
+    return this.command?.sandbox !== undefined;
+  }
+
+  /**
+   * A new working folder for a server (TMP/<random>/<the workspace's own name>), showing
+   * the image of the learner's workspace (see fillPod): no byte of it is copied again.
    * @returns its absolute path
+   * @throws WorkspaceTooLarge (see ensureImage)
    */
   private copyWorkspace(): string {
     const dest = this.copyPaths[this.copies++] ?? this.copyPath();
@@ -148,24 +173,20 @@ export class LiveContext {
     return dest;
   }
 
-  /** Copies the learner's workspace into `dest` (see copyWorkspace). */
+  /** Fills the working folder `dest` (made when missing) from the image (see copyWorkspace). */
   private copyInto(dest: string): void {
+    const image = this.ensureImage();
     fs.mkdirSync(dest, { recursive: true });
-    for (const entry of fs.readdirSync(this.workspace)) {
-      const from = path.join(this.workspace, entry);
-      // A temporary folder inside the workspace (this check's own, maybe) is not copied into itself.
-      if (this.tmpDir === from || this.tmpDir.startsWith(from + path.sep)) continue;
-      if (entry === 'node_modules') fs.symlinkSync(from, path.join(dest, entry));
-      else if (!NOT_COPIED.test(entry)) fs.cpSync(from, path.join(dest, entry), { recursive: true, verbatimSymlinks: true, filter: copyable });
-    }
+    fillPod(image, dest, this.sandboxed);
   }
 
   /**
    * Puts the check's folder back as it was before any server ran, but for the databases:
    * everything the servers wrote is removed (their HOME, files beside IDEM_DB, anything
-   * in their copies of the workspace or around them) except each database (IDEM_DB, its
-   * log taken in first) and its provider's statement, and every copy of the
-   * workspace is copied again, so a file a server changed is the learner's again. As pods
+   * in their working folders or around them) except each database (IDEM_DB, its log taken
+   * in first) and its provider's statement, and every working folder is filled again
+   * from the image (which no server could write: nothing is copied again), so a file a
+   * server changed or removed is the learner's again. As pods
    * restarted from their image keep only their volume: a server that keeps its
    * idempotency records anywhere but IDEM_DB has lost them. Instances still running (or
    * starting) on another database are pods of another deployment: their copies, their
@@ -178,6 +199,8 @@ export class LiveContext {
     const busy = new Set(running.map((p) => p.database.dbPath));
     // A running pod's folder (its copy, HOME, /tmp and socket) and its database's folder.
     const guarded = running.flatMap((p) => [path.dirname(p.folder), path.dirname(p.database.dbPath), path.dirname(p.database.providerLog)]);
+    // The image of the workspace, which every working folder shows, is the grader's: kept.
+    if (this.image) guarded.push(path.dirname(this.image.dir));
     const isGuarded = (full: string) => guarded.some((g) => full === g || full.startsWith(g + path.sep));
     const kept = new Set<string>();
     for (const db of [this.mainDatabase, ...this.databaseOf.values()]) {
@@ -237,6 +260,8 @@ export class LiveContext {
     const database = options.database ?? (options.ownDatabase ? { dbPath: path.join(cwd, 'lab.db'), providerLog: path.join(cwd, 'provider.log') } : this.mainDatabase);
     const pod: (typeof this.pods)[number] = { folder: cwd, database };
     this.pods.push(pod);
+    this.watchWrites();
+    const image = this.ensureImage();
     const instance = await startServer({
       workspace: cwd,
       dbPath: database.dbPath,
@@ -247,6 +272,13 @@ export class LiveContext {
       student: this.workspace,
       // A pod's own HOME, /tmp and socket, beside its copy of the workspace (renewCopies leaves a running pod's alone).
       ownDir: path.dirname(cwd),
+      // In a sandbox: the image's entries bound read-only over their placeholders, the
+      // image itself never given to the sandbox's user, and only the pod's own folder and
+      // its database's folders writable.
+      readOnly: this.sandboxed ? imageBinds(image, cwd) : [],
+      shared: [path.dirname(image.dir)],
+      readable: this.command && this.sandboxed ? [interpreterHome(image, this.command.file)].filter((home): home is string => home !== undefined) : [],
+      writable: [...new Set([path.dirname(cwd), path.dirname(database.dbPath), path.dirname(database.providerLog)])],
       chargeMs: options.chargeMs,
       dbMs: options.dbMs,
       priority: options.priority,
@@ -340,6 +372,35 @@ export class LiveContext {
    */
   async stopAll(): Promise<void> {
     await Promise.all(this.servers.map((s) => (s.sandboxed ? s.kill() : s.stop())));
+    this.stopWatch?.();
+    this.stopWatch = undefined;
+  }
+
+  /**
+   * Watches what this check's servers write, together, in the check's folder (the image
+   * left out) until stopAll: past DEFAULT_DISK_BOUND (bytes allocated, or entries) every
+   * server is stopped at once and the check ends failing with `overrun`, which names the
+   * largest file. Started with the first server, again after a stopAll.
+   */
+  private watchWrites(): void {
+    if (this.stopWatch) return;
+    const bound = DEFAULT_DISK_BOUND;
+    const imageDir = () => (this.image ? path.dirname(this.image.dir) : undefined);
+    this.stopWatch = watchDisk(
+      this.tmpDir,
+      (use: DiskUse) => {
+        this.stopWatch = undefined;
+        const largest = use.largest ? t('check.diskOverrun.largest', { file: use.largest.file, bytes: use.largest.bytes }) : '';
+        const message = use.entries > bound.entries
+          ? t('check.diskOverrun.entries', { entries: use.entries, max: bound.entries })
+          : t('check.diskOverrun.bytes', { bytes: use.bytes, max: bound.bytes });
+        this.overrun = new CheckFailed(message, t('check.diskOverrun.why'), { details: largest ? [largest] : [], exchanges: this.exchanges.slice(-4) });
+        void this.abort(message);
+      },
+      (full) => full === imageDir(),
+      this.image?.inodes,
+      bound,
+    );
   }
 
   /** The instances that left processes running when stopped (see ServerInstance.leftRunning): label and count. */

@@ -226,7 +226,7 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
       fs.mkdirSync(scratch);
       ctx = new LiveContext(options.workspace, scratch, step.id, options.command, options.seed);
       said.push(await step.live(ctx));
-      const long = tooLong(ctx);
+      const long = ctx.overrun ?? tooLong(ctx);
       if (long) throw long;
       // Every live check ends with the money and the whole ledger against every request it
       // sent, once the servers are stopped (so no charge is still on its way).
@@ -241,8 +241,8 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
     }
     result.message = said.join(language() === 'zh' ? '' : ' ');
   } catch (err) {
-    // An endless body explains whatever failed after it.
-    applyFailure(result, (phase === 'live' && ctx && tooLong(ctx)) || err, phase === 'live' ? ctx : undefined);
+    // Servers stopped for writing past the disk bound, or an endless body, explain whatever failed after it.
+    applyFailure(result, (phase === 'live' && ctx && (ctx.overrun ?? tooLong(ctx))) || err, phase === 'live' ? ctx : undefined);
     result.failedPart = phase;
     if (phase === 'file' && said.length > 0) result.details.unshift(t('check.liveFirst', { said: said[0] }));
   } finally {

@@ -79,6 +79,24 @@ export interface StartOptions {
    * student, however many checks of theirs run at once.
    */
   student?: string;
+  /**
+   * In a sandbox: `[source, dest]` pairs bound read-only, after every other folder, e.g.
+   * the workspace image's entries over their placeholders in the working folder
+   * (workspace-image.ts imageBinds). Default none; ignored without a sandbox.
+   */
+  readOnly?: ReadonlyArray<readonly [string, string]>;
+  /**
+   * Folders inside `scratch` that stay the grader's when the grader is root (never given
+   * to the sandbox's user): the workspace image every server of the check shares. Default none.
+   */
+  shared?: readonly string[];
+  /** In a sandbox: more folders bound back read-only where a mask hides them, e.g. the Python installation a virtual environment's interpreter links to. Default none. */
+  readable?: readonly string[];
+  /**
+   * In a sandbox: the folders the server may write, the first holding its HOME and /tmp
+   * (`ownDir`), the others its database's folders. Default: `scratch`, all of it.
+   */
+  writable?: readonly string[];
   /** How long to wait for GET /health to answer 200, in ms, from the spawn (default: readyTimeoutMs(), see process.ts). */
   readyTimeoutMs?: number;
   /**
@@ -358,10 +376,12 @@ function killEach(found: FoundProcess[]): void {
 }
 
 /**
- * Whether `file` can be run: a path that exists, or a name found on PATH.
+ * Whether `file` can be run: a path that exists (a relative one, such as a virtual
+ * environment's `.venv/bin/python`, from `workspace`, where the server runs; default the
+ * current folder), or a name found on PATH.
  */
-export function commandExists(file: string): boolean {
-  if (file.includes('/')) return fs.existsSync(file);
+export function commandExists(file: string, workspace?: string): boolean {
+  if (file.includes('/')) return fs.existsSync(path.resolve(workspace ?? '.', file));
   return (process.env.PATH ?? '').split(path.delimiter).some((dir) => dir !== '' && fs.existsSync(path.join(dir, file)));
 }
 
@@ -575,7 +595,8 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   // who must own the folder it writes.
   const student = options.student ?? scratch;
   const owner = sandboxOwner(sandbox, student);
-  if (owner) chownTree(scratch, owner);
+  const shared = options.shared ?? [];
+  if (owner) chownTree(scratch, owner, (full) => shared.includes(full));
   // In a sandbox with a network of its own the server is reached through a Unix socket its
   // relay makes in a folder of the grader's at a short path (the kernel allows 107 bytes):
   // never the host's network in silence because the check's folder lies deep.
@@ -584,7 +605,12 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const relay = relayCommand(command.file, owner !== undefined);
   const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, [command.file, ...command.args]) : [command.file, ...command.args];
   const inner = socketPath ? [...relay.command, socketPath, String(port), ...server] : server;
-  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, scratch, cwd, command.file, relay.folders, tmp, socketDir ? [socketDir] : []), '--', ...inner];
+  // Writable: the pod's own folder (HOME, /tmp, its working folder) and its database's
+  // folders, bound like the relay's socket folder; then the read-only binds over them.
+  const [writable, ...databaseDirs] = options.writable?.length ? options.writable : [scratch];
+  const extraWritable = databaseDirs.filter((dir) => dir !== writable && !dir.startsWith(writable + path.sep));
+  const readOnly = (options.readOnly ?? []).flatMap(([source, dest]) => ['--ro-bind', source, dest]);
+  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable]), ...readOnly, '--', ...inner];
   let [file, args] = !sandbox || !sandboxArgs
     ? [command.file, command.args]
     : owner

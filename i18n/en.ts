@@ -218,6 +218,15 @@ export const en = {
   'check.noDb.why': "The grader gives every check a fresh database and reads the ledger from it; a server that ignores IDEM_DB writes into the learner's lab.db instead.",
   'check.unsafeDb': 'The database the grader named in IDEM_DB ({db}) is no longer a regular file of the server\'s: it is a link, a FIFO or a folder, or it was swapped while the grader opened it.',
   'check.unsafeDb.why': 'The grader reads the ledger only from the file it handed the server; it never follows a link out of the check\'s folder.',
+  'check.workspaceTooLarge.file': "{file} in the workspace is {size} ({bytes} bytes); a file of the workspace may hold at most {max}. The grader copies the workspace for your servers and stopped here: move the file out of the workspace. Your work was not graded.",
+  'check.workspaceTooLarge.total': "The workspace holds more than {max} of files (reached at {file}, {size} in all). The grader copies the workspace for your servers and stopped here: move large files out of it. Your work was not graded.",
+  'check.workspaceTooLarge.entries': "The workspace holds more than {max} files, folders and links (reached at {file}). The grader copies the workspace for your servers and stopped here: move what the server does not need out of it. Your work was not graded.",
+  'check.workspaceTooLarge.top': "The top of the workspace holds more than {max} files and folders. The grader stopped here: put them in folders, or move them out of the workspace. Your work was not graded.",
+  'check.workspaceTooLarge.depth': "The workspace has folders nested more than {max} deep (at {file}). The grader stopped here: move them out of the workspace. Your work was not graded.",
+  'check.diskOverrun.bytes': "Your servers wrote more than {max} bytes together ({bytes} bytes) in their folders (beside the database, in HOME and in /tmp), so the grader stopped them.",
+  'check.diskOverrun.entries': "Your servers made more than {max} files and folders together ({entries}) in their folders (beside the database, in HOME and in /tmp), so the grader stopped them.",
+  'check.diskOverrun.largest': "The largest file: {file}, {bytes} bytes.",
+  'check.diskOverrun.why': "A payment server needs a small sqlite database and its statement; what one student's servers write together is bounded, so that no server fills the disk other students are graded on.",
 
   // How a verdict is printed.
   'report.why': 'Why it matters: {why}',

@@ -4,12 +4,19 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { LiveContext } from '../grader/context.js';
 import { parseSeed } from '../grader/seed.js';
 import { bwrapArgs, bwrapPath, chooseSandbox, dropPrivileges, sandboxOwner, DEFAULT_SANDBOX_LIMITS } from '../grader/sandbox.js';
 import { chownTree, renewFile } from '../grader/safe-copy.js';
-import { tempDir } from './support.js';
+import { copyImage, WorkspaceTooLarge, DEFAULT_IMAGE_LIMITS } from '../grader/workspace-image.js';
+import { DEFAULT_DISK_BOUND } from '../grader/disk-bound.js';
+import { grade } from '../grader/engine.js';
+import { resolveInterpreter } from '../grader/server.js';
+import { openWorkspace } from '../lab/workspace.js';
+import { buildWorkspace } from '../fixtures/build.js';
+import { selectSteps } from '../steps/index.js';
+import { runCli, tempDir } from './support.js';
 import { CheckCgroup, cgroupUnavailable } from '../grader/cgroup.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -145,6 +152,216 @@ test('/dev/shm is a small tmpfs of its own', { skip: !hasBwrap ? 'needs bubblewr
   const { out } = await inSandbox('dd if=/dev/zero of=/dev/shm/fill bs=1M count=200 2>/dev/null; echo shm=$(du -m /dev/shm/fill | cut -f1)');
   const shm = Number(/shm=(\d+)/.exec(out)?.[1]);
   assert.ok(shm > 0 && shm <= 16, `/dev/shm holds at most 16 MiB: ${out}`);
+});
+
+/** Disk blocks in use under `dir`, bytes (du), links not followed. */
+function diskUsed(dir: string): number {
+  return Number(execFileSync('du', ['-s', '-B1', dir], { encoding: 'utf8' }).split('\t')[0]);
+}
+
+/** Step 02 of the workspace `dir` with its own command, in the sandbox when one starts here (`required` when asked). */
+async function gradeStep02(dir: string, sandboxed: boolean) {
+  const { command } = openWorkspace(dir);
+  const sandbox = sandboxed ? await chooseSandbox('required', [dir]) : undefined;
+  const [result] = await grade({ workspace: dir, steps: selectSteps(['02']), command: { ...(await resolveInterpreter(command, dir)), sandbox } });
+  return result;
+}
+
+test('a 2 GB sparse file in the workspace is a setup error naming it, judged by its size: never read, never expanded', async () => {
+  const ws = tempDir('idem-lab-redteam-sparse-');
+  try {
+    buildWorkspace(ws.dir, 'reference');
+    const big = path.join(ws.dir, 'data', 'big.bin');
+    fs.mkdirSync(path.dirname(big));
+    fs.closeSync(fs.openSync(big, 'w'));
+    fs.truncateSync(big, 2 * 1024 ** 3);
+    assert.ok(diskUsed(big) < 1024 * 1024, 'the file is sparse');
+    const started = performance.now();
+    const run = await runCli(['check', '02', '--dir', ws.dir, '--sandbox', 'off'], { timeoutMs: 120_000 });
+    assert.equal(run.exitCode, 2, `a setup error, exit 2: ${run.stdout}${run.stderr}`);
+    assert.match(run.stdout + run.stderr, /data\/big\.bin in the workspace is 2048\.0 MiB \(2147483648 bytes\); a file of the workspace may hold at most 16\.0 MiB/);
+    // Refused before a byte is read: copying 2 GB (even of holes) takes far longer than starting the CLI.
+    assert.ok(performance.now() - started < 60_000);
+    // The grader's temporary folders (TMPDIR of the CLI: GRADER_TMP) hold no copy of it.
+    const images = fs.readdirSync(process.env.TMPDIR!).map((entry) => path.join(process.env.TMPDIR!, entry));
+    assert.ok(images.every((dir) => diskUsed(dir) < 64 * 1024 * 1024), 'nothing of it was copied');
+  } finally {
+    ws.remove();
+  }
+});
+
+test('a 300 MB file in the workspace is an error row naming it and its size; nothing of it is copied', async () => {
+  const ws = tempDir('idem-lab-redteam-300mb-');
+  try {
+    buildWorkspace(ws.dir, 'reference');
+    const big = path.join(ws.dir, 'dump.sql');
+    const fd = fs.openSync(big, 'w');
+    const chunk = Buffer.alloc(1024 * 1024, 'x');
+    for (let i = 0; i < 300; i++) fs.writeSync(fd, chunk);
+    fs.closeSync(fd);
+    const result = await gradeStep02(ws.dir, false);
+    assert.equal(result.status, 'error', `an error (a setup error), not a pass or a fail: ${result.message}`);
+    assert.match(result.message, /dump\.sql in the workspace is 300\.0 MiB \(314572800 bytes\)/);
+  } finally {
+    ws.remove();
+  }
+});
+
+test('the copy is bounded in all, in entries and in depth, and names where it stopped', () => {
+  const ws = tempDir('idem-lab-redteam-bounds-');
+  const out = tempDir('idem-lab-redteam-bounds-out-');
+  try {
+    for (let i = 0; i < 5; i++) fs.writeFileSync(path.join(ws.dir, `f${i}`), Buffer.alloc(1000));
+    const limits = { ...DEFAULT_IMAGE_LIMITS, fileBytes: 1000, totalBytes: 3500 };
+    assert.throws(() => copyImage(ws.dir, path.join(out.dir, 'a'), out.dir, limits), (err: unknown) => err instanceof WorkspaceTooLarge && err.file === 'f3');
+    assert.equal(fs.existsSync(path.join(out.dir, 'a')), false, 'a partial copy is removed');
+    assert.throws(() => copyImage(ws.dir, path.join(out.dir, 'b'), out.dir, { ...DEFAULT_IMAGE_LIMITS, entries: 4 }), (err: unknown) => err instanceof WorkspaceTooLarge && err.file === 'f4');
+    fs.mkdirSync(path.join(ws.dir, 'a/b/c/d'), { recursive: true });
+    assert.throws(() => copyImage(ws.dir, path.join(out.dir, 'c'), out.dir, { ...DEFAULT_IMAGE_LIMITS, depth: 2 }), WorkspaceTooLarge);
+    const image = copyImage(ws.dir, path.join(out.dir, 'd'), out.dir);
+    assert.equal(image.bytes, 5000);
+    assert.equal(fs.statSync(path.join(out.dir, 'd', 'f0')).mode & 0o777, 0o444, 'the image is read-only');
+  } finally {
+    ws.remove();
+    out.remove();
+  }
+});
+
+test('a workspace file swapped for a link to a host file while it is copied is never followed', async () => {
+  const host = hostFile('host-secret-token\n');
+  const ws = tempDir('idem-lab-redteam-swap-');
+  const file = path.join(ws.dir, 'notes.txt');
+  fs.writeFileSync(file, 'the learner\'s notes\n');
+  fs.writeFileSync(path.join(ws.dir, 'server.py'), 'print(1)\n');
+  // A process of the student's swaps notes.txt for a link to the host file and back, as
+  // fast as it can, while the workspace is copied 300 times: the grader's copy of it must
+  // be the learner's notes or the link itself, never the host file: each entry is opened
+  // O_NOFOLLOW and checked with fstat, so no timing lets a link through. (A copy that
+  // looks at an entry, then opens it by name, has a window of microseconds: this test
+  // cannot show that one leaks, only that this copy never does.)
+  const python = `
+import os, sys
+f, secret, aside = sys.argv[1], sys.argv[2], sys.argv[3]
+while True:
+    os.symlink(secret, aside + '/l'); os.replace(aside + '/l', f)
+    with open(aside + '/t', 'w') as out: out.write("the learner's notes\\n")
+    os.replace(aside + '/t', f)
+`;
+  // Its temporary names are made outside the workspace, on the same file system.
+  const aside = tempDir('idem-lab-redteam-swap-aside-');
+  const child = spawn('python3', ['-c', python, file, host.file, aside.dir], { stdio: 'ignore' });
+  try {
+    // Copies start once the swapper runs (the file was seen as a link).
+    for (const until = Date.now() + 30_000; !fs.lstatSync(file).isSymbolicLink() && Date.now() < until; ) await new Promise((r) => setTimeout(r, 5));
+    let links = 0;
+    let files = 0;
+    for (let i = 0; i < 300; i++) {
+      const tmp = tempDir('idem-lab-redteam-swap-tmp-');
+      try {
+        const ctx = new LiveContext(ws.dir, tmp.dir, '06', undefined, parseSeed('1'));
+        const dest = (ctx as unknown as { copyWorkspace(): string }).copyWorkspace();
+        const copied = path.join(dest, 'notes.txt');
+        const stat = fs.lstatSync(copied, { throwIfNoEntry: false });
+        if (!stat) continue;
+        if (stat.isSymbolicLink()) {
+          links++;
+          continue; // kept as a link, verbatim: the grader never read through it
+        }
+        files++;
+        assert.doesNotMatch(fs.readFileSync(copied, 'utf8'), /host-secret-token/, `copy ${i} holds the host file`);
+      } finally {
+        tmp.remove();
+      }
+    }
+    assert.ok(links > 0, `the swapper ran during the copies: ${links} links, ${files} files copied`);
+  } finally {
+    child.kill('SIGKILL');
+    ws.remove();
+    aside.remove();
+    host.remove();
+  }
+});
+
+test('a workspace file swapped for a link right after the copy looked at it is not followed (O_NOFOLLOW, fstat)', () => {
+  const host = hostFile('host-secret-token\n');
+  const ws = tempDir('idem-lab-redteam-swap1-');
+  const out = tempDir('idem-lab-redteam-swap1-out-');
+  const file = path.join(ws.dir, 'notes.txt');
+  fs.writeFileSync(file, "the learner's notes\n");
+  const lstat = fs.lstatSync;
+  // The swap lands exactly between the copy's look at the entry and its open.
+  (fs as { lstatSync: unknown }).lstatSync = (p: fs.PathLike, ...rest: unknown[]) => {
+    const stat = (lstat as (...a: unknown[]) => fs.Stats)(p, ...rest);
+    if (String(p).endsWith('/notes.txt') && stat?.isFile() && !String(p).startsWith(out.dir)) {
+      fs.rmSync(file);
+      fs.symlinkSync(host.file, file);
+    }
+    return stat;
+  };
+  try {
+    const image = copyImage(ws.dir, path.join(out.dir, 'image'), out.dir);
+    const copied = path.join(image.dir, 'notes.txt');
+    assert.ok(!fs.existsSync(copied) || !fs.readFileSync(copied, 'utf8').includes('host-secret-token'), 'the host file is not copied in');
+    assert.equal(fs.lstatSync(copied, { throwIfNoEntry: false }), undefined, 'an entry that changed under the copy is passed over');
+  } finally {
+    (fs as { lstatSync: unknown }).lstatSync = lstat;
+    ws.remove();
+    out.remove();
+    host.remove();
+  }
+});
+
+test("a server writing past the disk bound (its files each under RLIMIT_FSIZE) is stopped and the check fails saying so", { skip: !hasBwrap ? 'needs bubblewrap' : false }, async () => {
+  const ws = tempDir('idem-lab-redteam-filler-');
+  try {
+    buildWorkspace(ws.dir, 'reference');
+    const server = path.join(ws.dir, 'server.py');
+    // Six files of 60 MiB in HOME, each under the 64 MiB RLIMIT_FSIZE, 360 MiB together.
+    const filler = [
+      'import os as _os, threading as _threading',
+      'def _fill():',
+      '    for _i in range(6):',
+      "        with open(_os.path.join(_os.environ['HOME'], f'fill{_i}'), 'wb') as _f:",
+      '            for _ in range(60):',
+      "                _f.write(b'x' * (1 << 20))",
+      '_threading.Thread(target=_fill, daemon=True).start()',
+      '',
+    ].join('\n');
+    fs.writeFileSync(server, filler + fs.readFileSync(server, 'utf8'));
+    const result = await gradeStep02(ws.dir, true);
+    assert.equal(result.status, 'fail', result.message);
+    assert.match(result.message, new RegExp(`Your servers wrote more than ${DEFAULT_DISK_BOUND.bytes} bytes together`));
+    assert.match(result.details.join('\n'), /The largest file: .*fill\d, \d+ bytes/);
+  } finally {
+    ws.remove();
+  }
+});
+
+test('a Node.js server with its own node_modules in a workspace under /tmp passes a basic check in the sandbox', { skip: !hasBwrap ? 'needs bubblewrap' : false }, async () => {
+  const ws = tempDir('idem-lab-redteam-node-');
+  try {
+    assert.ok(/^\/tmp\//.test(fs.realpathSync(ws.dir)) || !fs.realpathSync(ws.dir).startsWith('/opt'), 'the workspace lies under a folder the sandbox hides');
+    buildWorkspace(ws.dir, 'ok-node-server');
+    assert.ok(fs.lstatSync(path.join(ws.dir, 'node_modules', 'better-sqlite3')).isDirectory(), 'better-sqlite3 is in the workspace');
+    const result = await gradeStep02(ws.dir, true);
+    assert.equal(result.status, 'pass', `${result.message}\n${result.serverOutput ?? ''}`);
+  } finally {
+    ws.remove();
+  }
+});
+
+test('a Python server run by its virtual environment (.venv/bin/python) in a workspace under /tmp passes a basic check in the sandbox', { skip: !hasBwrap ? 'needs bubblewrap' : false }, async () => {
+  const ws = tempDir('idem-lab-redteam-venv-');
+  try {
+    buildWorkspace(ws.dir, 'reference');
+    execFileSync('python3', ['-m', 'venv', '--without-pip', path.join(ws.dir, '.venv')]);
+    fs.writeFileSync(path.join(ws.dir, 'idem-lab.json'), JSON.stringify({ server: ['.venv/bin/python', 'server.py'] }) + '\n');
+    const run = await runCli(['check', '02', '--dir', ws.dir, '--sandbox', 'required'], { timeoutMs: 120_000 });
+    assert.equal(run.exitCode, 0, `${run.stdout}${run.stderr}`);
+    assert.match(run.stdout, /✓ 02 replay/);
+  } finally {
+    ws.remove();
+  }
 });
 
 test('as root, the memory of all a check\'s processes is bounded together (a cgroup), not per process only', { skip: !isRoot || !hasBwrap || cgroupUnavailable() ? `needs root, bubblewrap and cgroups (${cgroupUnavailable() ?? ''})` : false }, async () => {
