@@ -395,6 +395,7 @@ export const en = {
   // --- statement ---
   'help.statement': 'print what the payment provider charged (the workspace\'s provider.log) beside the ledger (like ./statement.sh)',
   'cli.statement.none': 'no statement yet: {log} does not exist (the server writes it on its first charge)',
+  'cli.ledger.unreadable': '{db} cannot be read as the ledger ({error}): it is damaged or not a sqlite database. Stop the server, move the file aside or delete it, and start the server again: it makes a new one.',
   'cli.statement.at': 'charged_at',
   'cli.statement.user': 'user',
   'cli.statement.amount': 'amount',

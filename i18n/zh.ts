@@ -377,6 +377,7 @@ export const zh: Record<MessageKey, string> = {
   // --- statement ---
   'help.statement': '把支付服务商实际扣款的记录（工作目录中的 provider.log）与账本并排打印（同 ./statement.sh）',
   'cli.statement.none': '还没有对账单：{log} 不存在（服务器在第一次扣款时写入）',
+  'cli.ledger.unreadable': '无法把 {db} 当作账本读取（{error}）：文件已损坏，或不是 sqlite 数据库。请停止服务器，把该文件移开或删除，然后重新启动服务器，它会新建一个。',
   'cli.statement.at': '扣款时间',
   'cli.statement.user': '用户',
   'cli.statement.amount': '金额',
