@@ -129,3 +129,26 @@ test('kill -9 of check --sandbox off: its servers die with it (parent-death sign
     tmp.remove();
   }
 });
+
+test('check says so when it cannot save its verdicts (an immutable .idem-lab, which holds for root too), exit code unchanged', async (t) => {
+  const ws = tempDir('idem-lab-unsaved-');
+  const stateDir = path.join(ws.dir, '.idem-lab');
+  try {
+    buildWorkspace(ws.dir, 'reference');
+    fs.mkdirSync(stateDir, { recursive: true });
+    fs.writeFileSync(path.join(stateDir, 'state.json'), '{}\n');
+    const locked = await execa('chattr', ['+i', stateDir], { reject: false });
+    if (locked.exitCode !== 0) {
+      t.skip(`chattr +i is not allowed here: ${locked.stderr}`);
+      return;
+    }
+    const check = await runCli(['check', '02', '--dir', ws.dir, '--sandbox', 'off']);
+    assert.equal(check.exitCode, 0, check.stdout + check.stderr);
+    assert.match(check.stdout, /1 of 1 step passes/);
+    assert.match(check.stderr, /The verdicts were not saved: /);
+    assert.equal(fs.readFileSync(path.join(stateDir, 'state.json'), 'utf8'), '{}\n');
+  } finally {
+    await execa('chattr', ['-i', stateDir], { reject: false });
+    ws.remove();
+  }
+});
