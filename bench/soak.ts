@@ -68,7 +68,7 @@ process.on('exit', stopBusy);
 installExitHooks();
 
 let allFull = true;
-const sandbox = await sandboxFor(values.sandbox, 'auto');
+const { sandbox } = await sandboxFor(values.sandbox, 'auto');
 console.log(`soak: ${runs} runs of steps ${stepIds.join(', ')} per fixture, ${busy.length} busy loop(s), ${sandbox ? `sandboxed (${sandbox.network} network)` : 'no sandbox'}`);
 for (const { name, expect } of soaked()) {
   const ws = fixtureWorkspace(name);

@@ -27,7 +27,7 @@ import { exactlyOnce } from '../grader/chaos/tally.js';
 import { formatTally, formatWaits } from '../grader/chaos/render.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { workspaceDir } from '../lab/paths.js';
-import { sandboxFor, seedOption } from './check-command.js';
+import { sandboxFor, sandboxWarning, seedOption } from './check-command.js';
 
 /** The options of `idem-lab chaos`, as commander gives them (text, unparsed). */
 export interface ChaosCommandOptions {
@@ -113,9 +113,12 @@ export async function chaosCommand(options: ChaosCommandOptions, write: (text: s
     throw new SetupError((err as Error).message);
   }
   if (!commandExists(command.file, workspace)) throw new SetupError(t('cli.noInterpreter', { file: command.file }));
-  const [sandbox, resolved] = await Promise.all([sandboxFor(options.sandbox, 'auto'), resolveInterpreter(command, workspace)]);
+  const [choice, resolved] = await Promise.all([sandboxFor(options.sandbox, 'auto'), resolveInterpreter(command, workspace)]);
+  const { sandbox } = choice;
   installExitHooks();
   const say = (line = '') => write(`${line}\n`);
+  const warning = sandboxWarning(choice);
+  if (warning) say(colour.yellow(warning));
   say(t('chaos.heading', { payments: settings.payments, percent: Math.round(settings.loss * 1000) / 10, seed: settings.seed }));
   say(colour.dim(settings.keyed ? t('chaos.keys.each') : t('chaos.keys.none')));
   say(colour.dim(t('chaos.fresh')));

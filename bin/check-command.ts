@@ -7,7 +7,8 @@ import { parseSeed, type Seed } from '../grader/seed.js';
 import { limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { commandExists, resolveInterpreter, type ServerCommand } from '../grader/server.js';
-import { chooseSandbox, NoSandbox, SANDBOX_MODES, type Sandbox, type SandboxMode } from '../grader/sandbox.js';
+import { chooseSandboxFor, NoSandbox, SANDBOX_MODES, type SandboxChoice, type SandboxMode } from '../grader/sandbox.js';
+import { visible } from '../grader/visible.js';
 import { formatProgress, formatResult, formatSummary } from '../grader/reporters/human.js';
 import type { StepResult } from '../grader/types.js';
 import { allSteps, chooseSteps, configForTrack, passedIn, resolveTrack } from './tracks.js';
@@ -54,7 +55,7 @@ export function saveVerdicts(workspace: string, results: StepResult[], out: Outp
  * workspace's) and the chosen steps (the track's when none are named).
  * @throws SetupError for a missing workspace, an unknown track or step or a missing interpreter
  */
-export async function prepareCheck(selectors: string[], options: WorkspaceOptions & { sandbox?: string; track?: string }): Promise<{ workspace: string; command: ServerCommand; steps: Step[]; track: Track }> {
+export async function prepareCheck(selectors: string[], options: WorkspaceOptions & { sandbox?: string; track?: string }): Promise<{ workspace: string; command: ServerCommand; steps: Step[]; track: Track; confinement?: SandboxChoice }> {
   const { workspace, command } = openWorkspace(workspaceDir(options));
   const track = resolveTrack(options.track, workspace);
   const steps = chooseSteps(selectors, track);
@@ -77,24 +78,36 @@ export async function prepareCheck(selectors: string[], options: WorkspaceOption
   // Only live checks start servers: the sandbox probe and the interpreter's look-up (both
   // start a process) run side by side, and not at all for file checks.
   const live = steps.some((s) => s.live);
-  const [sandbox, resolved] = await Promise.all([live ? sandboxFor(options.sandbox, 'auto') : undefined, live ? resolveInterpreter(command, workspace) : command]);
-  return { workspace, command: { ...resolved, ...(sandbox ? { sandbox } : {}) }, steps, track };
+  const [choice, resolved] = await Promise.all([live ? sandboxFor(options.sandbox, 'auto') : undefined, live ? resolveInterpreter(command, workspace) : command]);
+  const sandbox = choice?.sandbox;
+  return { workspace, command: { ...resolved, ...(sandbox ? { sandbox } : {}) }, steps, track, ...(choice ? { confinement: choice } : {}) };
 }
 
 /**
- * The sandbox for a --sandbox value (`fallback` when absent), see sandbox.ts chooseSandbox.
+ * The sandbox for a --sandbox value (`fallback` when absent) and how confined it leaves the
+ * servers, see sandbox.ts chooseSandboxFor.
  * @param hide folders the servers must not see
- * @throws SetupError for a value other than auto, required or off, and when a required sandbox does not start (naming bubblewrap)
+ * @throws SetupError for a value other than auto, required or off, and when a required
+ *   sandbox does not start (naming bubblewrap) or would keep the host's network
  */
-export async function sandboxFor(value: string | undefined, fallback: SandboxMode, hide: string[] = []): Promise<Sandbox | undefined> {
+export async function sandboxFor(value: string | undefined, fallback: SandboxMode, hide: string[] = []): Promise<SandboxChoice> {
   const mode = (value ?? fallback) as SandboxMode;
   if (!SANDBOX_MODES.includes(mode)) throw new SetupError(t('cli.badSandbox', { value: String(value) }));
   try {
-    return await chooseSandbox(mode, hide);
+    return await chooseSandboxFor(mode, hide);
   } catch (err) {
-    if (err instanceof NoSandbox) throw new SetupError(t('cli.noSandbox', { reason: err.message }));
+    if (err instanceof NoSandbox) throw new SetupError(t(err.weakened ? 'cli.noPrivateNetwork' : 'cli.noSandbox', { reason: visible(err.message) }));
     throw err;
   }
+}
+
+/**
+ * The warning line for a sandbox that fell back (`--sandbox auto` without a full one), in
+ * the learner's language; undefined when nothing fell back.
+ */
+export function sandboxWarning(choice: Pick<SandboxChoice, 'confinement' | 'reason' | 'fallback'> | undefined): string | undefined {
+  if (!choice?.fallback || choice.confinement === 'on') return undefined;
+  return t(choice.confinement === 'off' ? 'cli.sandboxFallback.off' : 'cli.sandboxFallback.hostNetwork', { reason: visible(choice.reason ?? '') });
 }
 
 
@@ -199,10 +212,16 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
     if (err instanceof SetupError && choices.some((c) => c.name !== 'human')) return reportSetupError(err, selectors, options, choices);
     throw err;
   }
-  const { workspace, command, steps, track } = prepared;
+  const { workspace, command, steps, track, confinement } = prepared;
   installExitHooks();
   const out = outputOf(options);
   const { c } = out;
+  // A sandbox that fell back is said before any server runs: on the human output, else on stderr (and in every report).
+  const warning = sandboxWarning(confinement);
+  if (warning) {
+    if (human) out.log(c.yellow(warning));
+    else out.error(`idem-lab: ${warning}`);
+  }
   const replayPort = readState(workspace).port ?? DEFAULT_PORT;
   const results = await grade({
     workspace,
@@ -214,6 +233,7 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
   const passedBefore = passedIn(track, workspace);
   saveVerdicts(workspace, results, out);
   const report = scoreResults(results, config);
+  if (confinement) report.sandbox = { confinement: confinement.confinement, fallback: confinement.fallback, ...(confinement.reason ? { reason: confinement.reason } : {}) };
   if (human) {
     out.log(formatSummary(results, c, report));
     out.log(formatProgress(passedIn(track, workspace), track.steps.length, c));

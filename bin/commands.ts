@@ -133,6 +133,7 @@ export async function stopCommand(options: WorkspaceOptions): Promise<number> {
   const { c } = out;
   const { workspace, command } = openWorkspace(workspaceDir(options));
   const outcome = await stopLabServer(workspace, command);
+  if (outcome.damaged !== undefined) out.error(`idem-lab: ${outcome.damaged}`);
   if (outcome.kind === 'none') out.log(t('cli.stop.none'));
   if (outcome.kind === 'dead') out.log(c.yellow(`${t('cli.stop.dead', { pid: outcome.pid, log: SERVER_LOG })}\n${logTail(workspace)}`));
   if (outcome.kind === 'stopped') out.log(t('cli.stop.stopped', { pid: outcome.pid }));
@@ -219,8 +220,23 @@ export function ledgerCommand(options: WorkspaceOptions): number {
   const out = outputOf(options);
   const workspace = workspaceDir(options);
   const db = path.resolve(workspace, process.env.IDEM_DB ?? 'lab.db');
-  for (const line of formatLedger(readLedger(db))) out.log(line);
+  for (const line of formatLedger(ledgerRows(db))) out.log(line);
   return 0;
+}
+
+/**
+ * The ledger rows of the learner's database (grader/ledger.ts readLedger).
+ * @throws SetupError in one sentence (cli.ledger.unreadable) when the file is damaged or no sqlite database, never a stack trace
+ */
+function ledgerRows(db: string): ReturnType<typeof readLedger> {
+  try {
+    return readLedger(db);
+  } catch (err) {
+    if (err instanceof SetupError) throw err;
+    // better-sqlite3 says `file is not a database` (code SQLITE_NOTADB); the file system, its code (EACCES).
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new SetupError(t('cli.ledger.unreadable', { db, error: code === undefined || code.startsWith('SQLITE') ? (err as Error).message.split('\n')[0] : code }));
+  }
 }
 
 /**
@@ -236,7 +252,7 @@ export function statementCommand(options: WorkspaceOptions): number {
     out.log(t('cli.statement.none', { log }));
     return 1;
   }
-  const rows = readLedger(path.resolve(workspace, process.env.IDEM_DB ?? 'lab.db'));
+  const rows = ledgerRows(path.resolve(workspace, process.env.IDEM_DB ?? 'lab.db'));
   const lines = formatStatement(charges, rows, {
     columns: [t('cli.statement.at'), t('cli.statement.user'), t('cli.statement.amount'), t('cli.statement.pid'), t('cli.statement.ledger')],
     noRow: t('cli.statement.noRow'),

@@ -18,11 +18,12 @@ import {
   type GradebookRow,
 } from '../grader/cohort.js';
 import { t } from '../i18n/index.js';
+import { visible } from '../grader/visible.js';
 import { SetupError } from '../grader/failure.js';
 import { defaultGradingConfig, formatPoints, readGradingConfig } from '../grader/grading.js';
 import { limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
-import { sandboxFor } from './check-command.js';
+import { sandboxFor, sandboxWarning } from './check-command.js';
 import { writeFile } from '../grader/reporters/index.js';
 import { allSteps, configForTrack, resolveTrack } from './tracks.js';
 import { openWorkspace } from '../lab/workspace.js';
@@ -85,7 +86,7 @@ export function cohortProgress(total: number, stream: ProgressStream = process.s
     else stream.write(`${text}\n`);
   };
   const status = (last?: GradebookRow) =>
-    `[${done}/${total}] ${running} running · ${counts.pass} pass, ${counts.fail} fail, ${counts.error} error${last ? ` · ${last.student}: ${last.status} ${formatPoints(last.score)}/${formatPoints(last.maxScore)}` : ''}`;
+    `[${done}/${total}] ${running} running · ${counts.pass} pass, ${counts.fail} fail, ${counts.error} error${last ? ` · ${visible(last.student)}: ${last.status} ${formatPoints(last.score)}/${formatPoints(last.maxScore)}` : ''}`;
   return {
     start(_student: string, now: number) {
       running = now;
@@ -96,7 +97,7 @@ export function cohortProgress(total: number, stream: ProgressStream = process.s
       running = Math.max(0, running - 1);
       counts[row.status]++;
       if (tty) line(status(row));
-      else line(`[${done}/${total}] ${row.student}: ${row.status} ${formatPoints(row.score)}/${formatPoints(row.maxScore)} (${(row.ms / 1000).toFixed(1)} s)`);
+      else line(`[${done}/${total}] ${visible(row.student)}: ${row.status} ${formatPoints(row.score)}/${formatPoints(row.maxScore)} (${(row.ms / 1000).toFixed(1)} s)`);
     },
     end() {
       if (tty) stream.write('\r\x1b[K');
@@ -125,9 +126,12 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
     throw new SetupError((err as Error).message);
   }
   // Every server runs in a sandbox that hides every student's folder, its own included (it runs in a copy).
-  const sandbox = STEPS.some((s) => s.live) ? await sandboxFor(options.sandbox, 'required', dirs.map((d) => path.resolve(d))) : undefined;
+  const choice = STEPS.some((s) => s.live) ? await sandboxFor(options.sandbox, 'required', dirs.map((d) => path.resolve(d))) : undefined;
+  const sandbox = choice?.sandbox;
   installExitHooks();
   const out = outputOf(options);
+  const warning = sandboxWarning(choice);
+  if (warning) out.error(`idem-lab: ${warning}`);
   if (shard) out.error(t('cohort.shard.slice', { shard: `${shard.index}/${shard.count}`, count: slice.dirs.length, total: dirs.length }));
   // Given an output, a line per workspace on its complaints side; else stderr, rewritten in place on a terminal.
   const shown = cohortProgress(slice.dirs.length, options.out ? { write: (text) => out.error(text.replace(/\n$/, '')) } : process.stderr);
@@ -140,6 +144,7 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
     jobs,
     timeoutMs,
     sandbox,
+    ...(choice ? { confinement: choice } : {}),
     onStart: shown.start,
     onRow: shown.row,
     ...(shard ? { shard: { ...shard, total: dirs.length } } : {}),

@@ -17,9 +17,10 @@ import { formatPoints, isRequired, pointsOf, scoreResults, setupErrorReport, typ
 import { resultsFile, type ResultsFile } from './reporters/json.js';
 import { stepName } from './reporters/plain.js';
 import { commandExists, resolveInterpreter, type ServerCommand } from './server.js';
-import type { Sandbox } from './sandbox.js';
+import type { Confinement, Sandbox, SandboxChoice } from './sandbox.js';
 import type { Status } from './types.js';
 import { t } from '../i18n/index.js';
+import { visible, visibleDeep } from './visible.js';
 import type { Step } from './track.js';
 
 /** How long one workspace may take to grade by default, in ms. */
@@ -45,6 +46,12 @@ export interface CohortOptions {
   timeoutMs?: number;
   /** The sandbox every server runs in (see sandbox.ts); none when absent. */
   sandbox?: Sandbox;
+  /**
+   * How confined the servers are and why not fully (sandbox.ts chooseSandboxFor), for each
+   * row's `sandbox` column; by default `on` with a sandbox that has a network of its own,
+   * `host-network` with one that keeps the host's, else `off`.
+   */
+  confinement?: Pick<SandboxChoice, 'confinement' | 'reason' | 'fallback'>;
   /** Called when a workspace starts grading. */
   onStart?(student: string, running: number): void;
   /** Called with each row as soon as its workspace is graded; `done` counts finished rows. */
@@ -79,6 +86,8 @@ export interface GradebookRow {
   firstFailure: string;
   /** Wall time of this workspace, in ms. */
   ms: number;
+  /** How confined its servers were (sandbox.ts Confinement); the reason, when less than `on`, is in report.sandbox. */
+  sandbox: Confinement;
   /** The full report (every verdict with its transcript). */
   report: GradeReport;
 }
@@ -115,7 +124,15 @@ function firstFailure(report: GradeReport): string {
   return failed ? `${stepName(failed.result)}: ${failed.result.message}` : '';
 }
 
-function rowOf(student: string, workspace: string, report: GradeReport, ms: number): GradebookRow {
+/** How confined a cohort's servers are (CohortOptions.confinement, else from its sandbox). */
+function confinementOf(options: Pick<CohortOptions, 'sandbox' | 'confinement'>): NonNullable<CohortOptions['confinement']> {
+  if (options.confinement) return options.confinement;
+  if (!options.sandbox) return { confinement: 'off', reason: '--sandbox off', fallback: false };
+  return options.sandbox.network === 'private' ? { confinement: 'on', fallback: false } : { confinement: 'host-network', fallback: false };
+}
+
+function rowOf(student: string, workspace: string, report: GradeReport, ms: number, confinement: NonNullable<CohortOptions['confinement']>): GradebookRow {
+  report.sandbox = confinement;
   return {
     student,
     path: workspace,
@@ -125,6 +142,7 @@ function rowOf(student: string, workspace: string, report: GradeReport, ms: numb
     maxScore: report.maxScore,
     firstFailure: firstFailure(report),
     ms: Math.round(ms),
+    sandbox: confinement.confinement,
     report,
   };
 }
@@ -134,11 +152,12 @@ function rowOf(student: string, workspace: string, report: GradeReport, ms: numb
  * a bad idem-lab.json "server" entry is an error row with the reason; so is a workspace
  * cut off after `timeoutMs` (its running servers are stopped at once).
  */
-export async function gradeWorkspace(student: string, dir: string, options: Pick<CohortOptions, 'steps' | 'config' | 'timeoutMs' | 'sandbox' | 'serverCommand'>): Promise<GradebookRow> {
+export async function gradeWorkspace(student: string, dir: string, options: Pick<CohortOptions, 'steps' | 'config' | 'timeoutMs' | 'sandbox' | 'confinement' | 'serverCommand'>): Promise<GradebookRow> {
   const started = performance.now();
   const workspace = path.resolve(dir);
   const timeoutMs = options.timeoutMs ?? DEFAULT_WORKSPACE_TIMEOUT_MS;
-  const setupError = (message: string) => rowOf(student, workspace, setupErrorReport(message, options.config, options.steps), performance.now() - started);
+  const confinement = confinementOf(options);
+  const setupError = (message: string) => rowOf(student, workspace, setupErrorReport(message, options.config, options.steps), performance.now() - started, confinement);
   let command: ServerCommand;
   try {
     command = options.serverCommand(workspace);
@@ -158,7 +177,7 @@ export async function gradeWorkspace(student: string, dir: string, options: Pick
       stopAfterStartFailure: true,
       signal: controller.signal,
     });
-    return rowOf(student, workspace, scoreResults(results, options.config), performance.now() - started);
+    return rowOf(student, workspace, scoreResults(results, options.config), performance.now() - started, confinement);
   } catch (err) {
     return setupError(`The grader failed on this workspace: ${(err as Error).message ?? String(err)}`);
   } finally {
@@ -236,9 +255,9 @@ function safeCell(text: string): string {
   return /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
 }
 
-/** The columns of the CSV gradebook: student, path, status, one per step (`02-replay`), score, max_score, first_failure. */
+/** The columns of the CSV gradebook: student, path, status, one per step (`02-replay`), score, max_score, first_failure, sandbox. */
 export function gradebookColumns(book: Pick<Gradebook, 'steps'>): string[] {
-  return ['student', 'path', 'status', ...book.steps.map((s) => `${s.id}-${s.slug}`), 'score', 'max_score', 'first_failure'];
+  return ['student', 'path', 'status', ...book.steps.map((s) => `${s.id}-${s.slug}`), 'score', 'max_score', 'first_failure', 'sandbox'];
 }
 
 /**
@@ -247,7 +266,7 @@ export function gradebookColumns(book: Pick<Gradebook, 'steps'>): string[] {
  * Takes a gradebook or its JSON form (a merged one, see mergeGradebooks).
  */
 export function gradebookCsv(book: Gradebook | GradebookJson): string {
-  const json = 'rows' in book ? gradebookJson(book) : book;
+  const json = 'rows' in book ? gradebookJson(book) : visibleDeep(book);
   const records = json.students.map((row) => [
     safeCell(row.student),
     safeCell(row.path),
@@ -256,6 +275,8 @@ export function gradebookCsv(book: Gradebook | GradebookJson): string {
     formatPoints(row.score),
     formatPoints(row.max_score),
     safeCell(row.first_failure.replace(/\s*\n\s*/g, ' ')),
+    // on, host-network or off, with why when it fell back: `off (bwrap: No permissions to create new namespace)`
+    safeCell(row.sandbox === undefined ? '' : row.sandbox_reason && row.sandbox !== 'on' ? `${row.sandbox} (${row.sandbox_reason})` : row.sandbox),
   ]);
   return stringify(records, { header: true, columns: gradebookColumns(json) });
 }
@@ -271,6 +292,10 @@ export interface GradebookJsonStudent {
   ms: number;
   /** Per step id: its verdict and points earned. */
   steps: Record<string, { status: Status; score: number }>;
+  /** How confined the student's servers were: on, host-network or off (absent in gradebooks written before it was recorded). */
+  sandbox?: Confinement;
+  /** Why `sandbox` is less than on (bwrap's complaint, or `--sandbox off`). */
+  sandbox_reason?: string;
   /** The student's results.json (Exercism v3 + points), with every message and transcript. */
   results: ResultsFile;
 }
@@ -292,7 +317,8 @@ export interface GradebookJson {
 
 /** The gradebook as a JSON object (see GradebookJson). */
 export function gradebookJson(book: Gradebook): GradebookJson {
-  return {
+  // Every text a student controls (folder names, messages, transcripts) with its control characters shown (visible.ts).
+  return visibleDeep({
     version: 1,
     started_at: book.startedAt.toISOString(),
     ms: book.ms,
@@ -308,10 +334,12 @@ export function gradebookJson(book: Gradebook): GradebookJson {
       first_failure: row.firstFailure,
       ms: row.ms,
       steps: Object.fromEntries(row.report.steps.map((s) => [s.result.id, { status: s.result.status, score: s.score }])),
+      sandbox: row.sandbox,
+      ...(row.sandbox !== 'on' && row.report.sandbox?.reason ? { sandbox_reason: row.report.sandbox.reason } : {}),
       results: resultsFile(row.report),
     })),
     ...(book.shard ? { shard: book.shard } : {}),
-  };
+  } satisfies GradebookJson);
 }
 
 /** Code-unit order of two strings: the same on every machine and in every locale. */
@@ -444,11 +472,12 @@ const MARK: Record<Status, string> = { pass: '✓', fail: '✗', error: '!' };
  * first failure cut to `width` characters in all.
  */
 export function formatGradebook(book: TableBook, width = 120): string {
-  const nameWidth = Math.max(7, ...book.rows.map((r) => r.student.length));
-  const scoreWidth = Math.max(5, ...book.rows.map((r) => `${formatPoints(r.score)}/${formatPoints(r.maxScore)}`.length));
+  const rows = book.rows.map((r) => ({ ...r, student: visible(r.student), firstFailure: visible(r.firstFailure) }));
+  const nameWidth = Math.max(7, ...rows.map((r) => r.student.length));
+  const scoreWidth = Math.max(5, ...rows.map((r) => `${formatPoints(r.score)}/${formatPoints(r.maxScore)}`.length));
   const header = `${'student'.padEnd(nameWidth)}  status  ${book.steps.map((s) => s.id).join(' ')}  ${'score'.padEnd(scoreWidth)}  first failure`;
   const lines = [header];
-  for (const row of book.rows) {
+  for (const row of rows) {
     const marks = book.steps.map((s) => (row.steps[s.id] ? MARK[row.steps[s.id]] : '·').padEnd(2)).join(' ');
     const start = `${row.student.padEnd(nameWidth)}  ${row.status.padEnd(6)}  ${marks}  ${`${formatPoints(row.score)}/${formatPoints(row.maxScore)}`.padEnd(scoreWidth)}  `;
     const failure = row.firstFailure.replace(/\s+/g, ' ');

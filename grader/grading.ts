@@ -10,6 +10,7 @@
  *
  * Steps are named by id ("02", "2") or slug ("replay"), as on the command line.
  */
+import type { SandboxChoice } from './sandbox.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { SetupError } from './failure.js';
@@ -146,6 +147,12 @@ export interface GradeReport {
   maxScore: number;
   /** Whether every required step passed. */
   requiredPassed: boolean;
+  /**
+   * How confined the servers of the live steps were (sandbox.ts SandboxChoice): absent when
+   * no server ran. A `fallback` (`--sandbox auto` without a full sandbox) is a warning in
+   * every report.
+   */
+  sandbox?: Pick<SandboxChoice, 'confinement' | 'reason' | 'fallback'>;
 }
 
 /** Scores verdicts under a config and derives the run's status (see GradeReport). */

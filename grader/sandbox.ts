@@ -76,8 +76,35 @@ export function bwrapPath(env: NodeJS.ProcessEnv = process.env): string {
   return env.IDEM_LAB_BWRAP || 'bwrap';
 }
 
-/** Raised when a sandbox is required and none starts; the message names the package to install. */
-export class NoSandbox extends Error {}
+/**
+ * Raised when a sandbox is required and none starts (`weakened` absent), or one starts
+ * only weaker than asked (`weakened: 'host-network'`: no network namespace of its own could
+ * be made); the message is why, in one line.
+ */
+export class NoSandbox extends Error {
+  constructor(message: string, readonly weakened?: 'host-network') {
+    super(message);
+  }
+}
+
+/**
+ * How confined a run's servers are: `on` a sandbox with a network namespace of its own;
+ * `host-network` a sandbox that keeps the host's network (it can reach the host's loopback
+ * ports and beyond); `off` no sandbox at all (the server runs as the grader's user, with
+ * its rights).
+ */
+export type Confinement = 'on' | 'host-network' | 'off';
+
+/** The sandbox chosen for a run, and how confined it leaves the servers (see chooseSandboxFor). */
+export interface SandboxChoice {
+  /** The sandbox to run servers in; undefined for `off`. */
+  sandbox?: Sandbox;
+  confinement: Confinement;
+  /** Why the confinement is less than `on`, one line (bwrap's own complaint, or `--sandbox off`); absent for `on`. */
+  reason?: string;
+  /** True when the confinement is less than asked (`auto` fell back): every report says so as a warning. */
+  fallback: boolean;
+}
 
 function existingDir(dir: string): boolean {
   try {
@@ -265,19 +292,35 @@ export function probeSandbox(bwrap: string = bwrapPath(), network: Sandbox['netw
 }
 
 /**
- * The sandbox to grade with under `mode`.
+ * The sandbox to grade with under `mode`, and how confined it leaves the servers. Never a
+ * loss of confinement in silence: `required` accepts nothing less than a sandbox with a
+ * network namespace of its own, under every limit (the probe runs under them all); `auto`
+ * takes the host's network, or no sandbox at all, when that is all that starts, and says
+ * so (`confinement` and `reason`, which every report carries).
  * @param hide folders no server may see (the cohort's workspaces)
- * @returns the sandbox, or undefined for `off`, and for `auto` when none starts
- * @throws NoSandbox for `required` when none starts: the message names the bubblewrap package
+ * @throws NoSandbox for `required` when no sandbox starts, or only one that keeps the host's network (`weakened`)
  */
-export async function chooseSandbox(mode: SandboxMode, hide: string[] = []): Promise<Sandbox | undefined> {
-  if (mode === 'off') return undefined;
+export async function chooseSandboxFor(mode: SandboxMode, hide: string[] = []): Promise<SandboxChoice> {
+  if (mode === 'off') return { confinement: 'off', reason: '--sandbox off', fallback: false };
   const bwrap = bwrapPath();
   const base = { bwrap, prlimit: 'prlimit', hide: hide.map((d) => path.resolve(d)), limits: DEFAULT_SANDBOX_LIMITS };
   // A network namespace of its own where one can be made, else the host's.
-  if ((await probeSandbox(bwrap, 'private')) === undefined) return { ...base, network: 'private' };
+  const noPrivate = await probeSandbox(bwrap, 'private');
+  if (noPrivate === undefined) return { sandbox: { ...base, network: 'private' }, confinement: 'on', fallback: false };
   const why = await probeSandbox(bwrap, 'host');
-  if (why === undefined) return { ...base, network: 'host' };
+  if (why === undefined) {
+    if (mode === 'required') throw new NoSandbox(noPrivate, 'host-network');
+    return { sandbox: { ...base, network: 'host' }, confinement: 'host-network', reason: noPrivate, fallback: true };
+  }
   if (mode === 'required') throw new NoSandbox(why);
-  return undefined;
+  return { confinement: 'off', reason: why, fallback: true };
+}
+
+/**
+ * The sandbox to grade with under `mode` (chooseSandboxFor without the confinement).
+ * @returns the sandbox, or undefined for `off`, and for `auto` when none starts
+ * @throws NoSandbox as chooseSandboxFor
+ */
+export async function chooseSandbox(mode: SandboxMode, hide: string[] = []): Promise<Sandbox | undefined> {
+  return (await chooseSandboxFor(mode, hide)).sandbox;
 }

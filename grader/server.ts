@@ -612,7 +612,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const readOnly = (options.readOnly ?? []).flatMap(([source, dest]) => ['--ro-bind', source, dest]);
   const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable]), ...readOnly, '--', ...inner];
   let [file, args] = !sandbox || !sandboxArgs
-    ? [command.file, command.args]
+    ? withParentDeath(command.file, command.args)
     : owner
       ? [sandbox.bwrap, sandboxArgs]
       : [sandbox.prlimit, [...prlimitArgs(sandbox.limits), sandbox.bwrap, ...sandboxArgs]];
@@ -630,6 +630,20 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   running.add(instance);
   reservedPorts.add(port);
   return instance;
+}
+
+let setprivFound: boolean | undefined;
+
+/**
+ * An unsandboxed server's command, run through util-linux `setpriv --pdeathsig SIGKILL`
+ * when setpriv is on PATH: the kernel kills the server when the grader dies, even by
+ * SIGKILL, when no exit hook runs (prctl PR_SET_PDEATHSIG, kept across its exec). A
+ * sandboxed one has bwrap's --die-with-parent. Processes the server forks are not covered
+ * (the next run's sweep finds them, stale.ts). Without setpriv, the command unchanged.
+ */
+function withParentDeath(file: string, args: string[]): [string, string[]] {
+  setprivFound ??= commandExists('setpriv');
+  return setprivFound ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', file, ...args]] : [file, args];
 }
 
 /**

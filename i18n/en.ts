@@ -406,6 +406,7 @@ export const en = {
   // --- statement ---
   'help.statement': 'print what the payment provider charged (the workspace\'s provider.log) beside the ledger (like ./statement.sh)',
   'cli.statement.none': 'no statement yet: {log} does not exist (the server writes it on its first charge)',
+  'cli.ledger.unreadable': '{db} cannot be read as the ledger ({error}): it is damaged or not a sqlite database. Stop the server, move the file aside or delete it, and start the server again: it makes a new one.',
   'cli.statement.at': 'charged_at',
   'cli.statement.user': 'user',
   'cli.statement.amount': 'amount',
@@ -596,6 +597,9 @@ export const en = {
   'check.bodyTooLong.why': 'Every answer of the server contract is a small JSON object; an endless body is not an answer.',
   'check.leftRunning': 'Your server left a process running after it was stopped ({count} of them, server {server}); the grader killed it. A server must stop everything it started when it gets SIGTERM.',
   'cli.noSandbox': 'no sandbox could start ({reason}). Grading runs strangers\' code, so it needs one: install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or pass --sandbox off to grade without one at your own risk.',
+  'cli.noPrivateNetwork': 'the sandbox cannot have a network of its own here ({reason}), and --sandbox required does not grade with the host\'s network: a server could reach this machine\'s ports and beyond. Run where bubblewrap may make network namespaces, or pass --sandbox auto to grade with the host\'s network at your own risk.',
+  'cli.sandboxFallback.off': 'warning: the servers run WITHOUT a sandbox ({reason}): they can read and change whatever you can. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or pass --sandbox required to refuse to run them unconfined.',
+  'cli.sandboxFallback.hostNetwork': 'warning: the servers run in a sandbox that keeps this machine\'s network ({reason}): they can reach its ports and beyond. Pass --sandbox required to refuse to run them so.',
   'cli.badSandbox': '--sandbox must be auto, required or off, not "{value}"',
   'file.kind.directory': 'a directory',
   'file.kind.fifo': 'a FIFO (named pipe)',

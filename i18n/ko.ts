@@ -388,6 +388,7 @@ export const ko: Record<MessageKey, string> = {
   // --- statement ---
   'help.statement': '결제사가 실제로 결제한 내역(작업 폴더의 provider.log)을 원장과 나란히 출력합니다 (./statement.sh와 같음)',
   'cli.statement.none': '아직 명세서가 없습니다. {log} 파일이 없습니다(서버가 첫 결제 때 만듭니다)',
+  'cli.ledger.unreadable': '{db}을(를) 원장으로 읽을 수 없습니다({error}). 파일이 손상되었거나 sqlite 데이터베이스가 아닙니다. 서버를 멈추고 이 파일을 다른 곳으로 옮기거나 지운 뒤 서버를 다시 시작하세요. 서버가 새 파일을 만듭니다.',
   'cli.statement.at': '결제 시각',
   'cli.statement.user': '사용자',
   'cli.statement.amount': '금액',
@@ -578,6 +579,9 @@ export const ko: Record<MessageKey, string> = {
   'check.bodyTooLong.why': '서버 계약의 모든 응답은 작은 JSON 객체입니다. 끝없는 본문은 응답이 아닙니다.',
   'check.leftRunning': '서버를 멈춘 뒤에도 서버가 띄운 프로세스가 남아 있었습니다(서버 {server}, {count}개). 채점기가 종료했습니다. 서버는 SIGTERM을 받으면 자신이 시작한 모든 것을 멈춰야 합니다.',
   'cli.noSandbox': '샌드박스를 시작할 수 없습니다({reason}). 채점은 다른 사람의 코드를 실행하므로 샌드박스가 필요합니다. bubblewrap 패키지를 설치하거나(Debian/Ubuntu: apt-get install bubblewrap), 위험을 감수하고 --sandbox off로 채점하세요.',
+  'cli.noPrivateNetwork': '이 환경에서는 샌드박스가 자체 네트워크를 가질 수 없습니다({reason}). --sandbox required는 호스트의 네트워크로 채점하지 않습니다. 서버가 이 컴퓨터의 포트와 그 너머에 접근할 수 있기 때문입니다. bubblewrap이 네트워크 네임스페이스를 만들 수 있는 곳에서 실행하거나, 위험을 감수하고 --sandbox auto로 호스트 네트워크를 쓴 채 채점하세요.',
+  'cli.sandboxFallback.off': '경고: 서버가 샌드박스 없이 실행됩니다({reason}). 서버는 여러분이 할 수 있는 모든 것을 읽고 바꿀 수 있습니다. bubblewrap을 설치하거나(Debian/Ubuntu: apt-get install bubblewrap), 격리 없이 실행하지 않으려면 --sandbox required를 쓰세요.',
+  'cli.sandboxFallback.hostNetwork': '경고: 서버가 이 컴퓨터의 네트워크를 그대로 쓰는 샌드박스에서 실행됩니다({reason}). 서버는 이 컴퓨터의 포트와 그 너머에 접근할 수 있습니다. 이렇게 실행하지 않으려면 --sandbox required를 쓰세요.',
   'cli.badSandbox': '--sandbox 값은 auto, required, off 중 하나여야 합니다. 받은 값: "{value}"',
   'file.kind.directory': '폴더',
   'file.kind.fifo': 'FIFO(이름 있는 파이프)',

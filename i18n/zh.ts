@@ -388,6 +388,7 @@ export const zh: Record<MessageKey, string> = {
   // --- statement ---
   'help.statement': '把支付服务商实际扣款的记录（工作目录中的 provider.log）与账本并排打印（同 ./statement.sh）',
   'cli.statement.none': '还没有对账单：{log} 不存在（服务器在第一次扣款时写入）',
+  'cli.ledger.unreadable': '无法把 {db} 当作账本读取（{error}）：文件已损坏，或不是 sqlite 数据库。请停止服务器，把该文件移开或删除，然后重新启动服务器，它会新建一个。',
   'cli.statement.at': '扣款时间',
   'cli.statement.user': '用户',
   'cli.statement.amount': '金额',
@@ -578,6 +579,9 @@ export const zh: Record<MessageKey, string> = {
   'check.bodyTooLong.why': '服务器约定里的每个响应都是一个小的 JSON 对象；没有尽头的响应体不算响应。',
   'check.leftRunning': '服务器停止后，它启动的进程仍在运行（服务器 {server}，共 {count} 个），评分器已将其终止。服务器收到 SIGTERM 时必须停止它启动的所有进程。',
   'cli.noSandbox': '无法启动沙箱（{reason}）。评分会运行别人的代码，因此需要沙箱：请安装 bubblewrap（Debian/Ubuntu：apt-get install bubblewrap），或自担风险使用 --sandbox off 在没有沙箱的情况下评分。',
+  'cli.noPrivateNetwork': '此处的沙箱无法拥有自己的网络（{reason}），而 --sandbox required 不会在主机网络下评分：服务器可能访问本机的端口乃至外部网络。请在 bubblewrap 能创建网络命名空间的环境中运行，或自担风险使用 --sandbox auto 在主机网络下评分。',
+  'cli.sandboxFallback.off': '警告：服务器在没有沙箱的情况下运行（{reason}）：凡是你能读写的，它们都能读取和修改。请安装 bubblewrap（Debian/Ubuntu：apt-get install bubblewrap），或使用 --sandbox required，拒绝在无隔离的情况下运行。',
+  'cli.sandboxFallback.hostNetwork': '警告：服务器运行在沿用本机网络的沙箱中（{reason}）：它们能访问本机的端口乃至外部网络。若不想这样运行，请使用 --sandbox required。',
   'cli.badSandbox': '--sandbox 只能是 auto、required 或 off，而不是“{value}”',
   'file.kind.directory': '目录',
   'file.kind.fifo': 'FIFO（命名管道）',

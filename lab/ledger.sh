@@ -9,9 +9,13 @@ if not os.path.exists(path):
     print("no ledger yet: %s does not exist (start the server first)" % path)
     sys.exit(1)
 conn = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=5)
-rows = conn.execute(
-    "SELECT payment_id, idempotency_key, user, amount, created_at FROM ledger ORDER BY payment_id"
-).fetchall()
+try:
+    rows = conn.execute(
+        "SELECT payment_id, idempotency_key, user, amount, created_at FROM ledger ORDER BY payment_id"
+    ).fetchall()
+except sqlite3.Error as e:
+    print("%s cannot be read as the ledger (%s): stop the server, move the file aside or delete it, and start again" % (path, e))
+    sys.exit(1)
 table = [("payment_id", "idempotency_key", "user", "amount", "created_at")]
 table += [(str(r[0]), "-" if r[1] is None else r[1], r[2], str(r[3]), r[4]) for r in rows]
 widths = [max(len(row[i]) for row in table) for i in range(5)]

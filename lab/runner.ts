@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { send } from '../grader/http.js';
 import { contractEnv, freePort, type ServerCommand } from '../grader/server.js';
-import { endingPolled, readyTimeoutMs, spawnInGroup, stopGroup, waitUntilReady } from '../grader/process.js';
+import { endingPolled, procStat, readyTimeoutMs, spawnInGroup, stopGroup, waitUntilReady } from '../grader/process.js';
 import { SetupError } from '../grader/failure.js';
 import { lockState, readState, updateState, writeState, type WorkspaceState } from './workspace.js';
 import { isSameProcess, processCwd, processIdentity } from './procs.js';
@@ -60,6 +60,53 @@ export function recordedServer(workspace: string, state: WorkspaceState): Record
   if (startTime === undefined || identity.startTime !== startTime) return { kind: 'foreign', pid };
   if (processCwd(pid) !== realFolder(workspace)) return { kind: 'foreign', pid };
   return { kind: 'ours', pid, startTime, port: state.port };
+}
+
+/**
+ * The server `idem-lab start` left running in this workspace, found in /proc without the
+ * state file: a process-group leader (start spawns it as one) whose working folder is this
+ * workspace and whose environment is the one start gives it (IDEM_DB is this workspace's
+ * lab.db), with its start time and PORT: what recordedServer would have proven. Undefined
+ * when there is none, or several (no guess). Linux only (/proc). Never throws.
+ */
+export function serverInProc(workspace: string): Pick<WorkspaceState, 'pid' | 'startTime' | 'port' | 'cwd'> | undefined {
+  const folder = realFolder(workspace);
+  const dbs = new Set([`IDEM_DB=${path.join(path.resolve(workspace), 'lab.db')}`, `IDEM_DB=${path.join(folder, 'lab.db')}`]);
+  const found: Array<Pick<WorkspaceState, 'pid' | 'startTime' | 'port' | 'cwd'>> = [];
+  let entries: string[] = [];
+  try {
+    entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    return undefined;
+  }
+  for (const entry of entries) {
+    const pid = Number(entry);
+    const stat = procStat(pid);
+    if (!stat || stat.pgid !== pid || stat.state === 'Z' || processCwd(pid) !== folder) continue;
+    try {
+      const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      if (!env.some((v) => dbs.has(v))) continue;
+      const port = Number(env.find((v) => v.startsWith('PORT='))?.slice(5));
+      found.push({ pid, startTime: stat.startTicks, cwd: folder, ...(Number.isInteger(port) && port > 0 ? { port } : {}) });
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found.length === 1 ? found[0] : undefined;
+}
+
+/**
+ * The state to find the workspace's server by: the state file, or, when it is damaged
+ * (readState's SetupError), the server found in /proc (serverInProc) and why the file
+ * could not be used (`damaged`, readState's sentence). Other errors are thrown.
+ */
+export function serverRecord(workspace: string): { state: WorkspaceState; damaged?: string } {
+  try {
+    return { state: readState(workspace) };
+  } catch (err) {
+    if (!(err instanceof SetupError)) throw err;
+    return { state: serverInProc(workspace) ?? {}, damaged: err.message };
+  }
 }
 
 /** The workspace's own running server (see recordedServer), or undefined. Never throws for a dead or foreign pid. */
@@ -233,18 +280,24 @@ export type StopOutcome =
  * it once it is gone; 'failed' when it is still there KILL_WAIT_MS after the SIGKILL.
  * A pid that now names another process is never signalled; the record is forgotten.
  */
-export async function stopLabServer(workspace: string, _command?: ServerCommand): Promise<StopOutcome> {
-  const recorded = recordedServer(workspace, readState(workspace));
-  if (recorded.kind === 'none') return recorded;
+export async function stopLabServer(workspace: string, _command?: ServerCommand): Promise<StopOutcome & { damaged?: string }> {
+  // A damaged state file does not hide the server: it is found in /proc (serverRecord), and the file is left for the learner.
+  const { state, damaged } = serverRecord(workspace);
+  const said = damaged === undefined ? {} : { damaged };
+  const forget = (pid: number, startTime: number | undefined) => {
+    if (damaged === undefined) forgetIfStill(workspace, pid, startTime);
+  };
+  const recorded = recordedServer(workspace, state);
+  if (recorded.kind === 'none') return { ...recorded, ...said };
   const { pid } = recorded;
   if (recorded.kind !== 'ours') {
-    forgetIfStill(workspace, pid, readState(workspace).startTime);
-    return recorded.kind === 'gone' ? { kind: 'dead', pid } : { kind: 'foreign', pid };
+    forget(pid, state.startTime);
+    return recorded.kind === 'gone' ? { kind: 'dead', pid, ...said } : { kind: 'foreign', pid, ...said };
   }
   const { startTime } = recorded;
   // Not a child of this process: its end is seen in /proc (the pid gone, a zombie, or another start time).
   const { ended } = await stopGroup(pid, endingPolled(() => !isSameProcess(pid, startTime)));
-  if (!ended) return { kind: 'failed', pid };
-  forgetIfStill(workspace, pid, startTime);
-  return { kind: 'stopped', pid };
+  if (!ended) return { kind: 'failed', pid, ...said };
+  forget(pid, startTime);
+  return { kind: 'stopped', pid, ...said };
 }

@@ -25,7 +25,11 @@ if os.path.exists(db):
     conn = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=5)
     try:
         rows = conn.execute("SELECT payment_id, user, amount FROM ledger ORDER BY payment_id").fetchall()
-    except sqlite3.Error:
+    except sqlite3.Error as e:
+        # No ledger table yet: nothing was charged. Anything else is a damaged file, said as such.
+        if "no such table" not in str(e):
+            print("%s cannot be read as the ledger (%s): stop the server, move the file aside or delete it, and start again" % (db, e))
+            sys.exit(1)
         rows = []
 table = [("charged_at", "user", "amount", "pid", "ledger")]
 unmatched = list(rows)

@@ -42,6 +42,9 @@ export const RESULTS_SCHEMA = {
     message: { type: ['string', 'null'] },
     score: { type: 'number', minimum: 0 },
     max_score: { type: 'number', minimum: 0 },
+    // idem-lab's own: how confined the servers were, and why less than on (issue 18).
+    sandbox: { enum: ['on', 'host-network', 'off'] },
+    sandbox_reason: { type: 'string', minLength: 1 },
     tests: {
       type: 'array',
       items: {

@@ -98,7 +98,7 @@ test('idem-lab grade --jobs 2: the same verdicts as one at a time; broken reposi
   assert.ok(byName('pay-hangs').ms < 15_000, `a hanging server costs a few request time limits (${byName('pay-hangs').ms} ms)`);
 
   const csv = parse(fs.readFileSync(path.join(out, 'grades.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
-  assert.deepEqual(Object.keys(csv[0]), ['student', 'path', 'status', ...STEPS.map((s) => `${s.id}-${s.slug}`), 'score', 'max_score', 'first_failure']);
+  assert.deepEqual(Object.keys(csv[0]), ['student', 'path', 'status', ...STEPS.map((s) => `${s.id}-${s.slug}`), 'score', 'max_score', 'first_failure', 'sandbox']);
   assert.equal(csv.length, dirs.length);
   csv.forEach((record, i) => {
     const student = book.students[i];
@@ -144,7 +144,7 @@ test('points from --config weigh every student alike; a bad --jobs is a usage er
 test('the gradebook CSV keeps spreadsheets from running a cell as a formula', () => {
   const book: Gradebook = {
     steps: [],
-    rows: [{ student: '=HYPERLINK("x")', path: '/w', status: 'fail', steps: {}, score: 0, maxScore: 0, firstFailure: '+1 -2\nnext', ms: 0, report: { steps: [], status: 'fail', score: 0, maxScore: 0, requiredPassed: false } }],
+    rows: [{ student: '=HYPERLINK("x")', path: '/w', status: 'fail', steps: {}, score: 0, maxScore: 0, firstFailure: '+1 -2\nnext', ms: 0, sandbox: 'on', report: { steps: [], status: 'fail', score: 0, maxScore: 0, requiredPassed: false } }],
     maxScore: 0,
     jobs: 1,
     ms: 0,

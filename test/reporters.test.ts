@@ -290,7 +290,9 @@ test('github: only the reporter issues workflow commands; learner text is stoppe
     assert.match(notice?.data ?? '', new RegExp(`${report.steps.filter((s) => s.result.status === 'pass').length} of ${report.steps.length} steps pass · ${report.score}/${report.maxScore} points`));
   }
   const forgedLog = formatGithub(reports()[2][1]).log;
-  assert.match(forgedLog, /\n {2}::set-output name=result::eyJ2ZXJzaW9uIjoxfQ==\n/, 'the forged lines are in the log, as text');
+  // Inside ::stop-commands:: too, a learner's line never starts with `::` (visible.ts noWorkflowCommands): the log reads the same, nothing depends on the token alone.
+  assert.match(forgedLog, /\n {2}\\x3a:set-output name=result::eyJ2ZXJzaW9uIjoxfQ==\n/, 'the forged lines are in the log, as text');
+  assert.doesNotMatch(forgedLog.split('\n').filter((line) => !/^::(group|endgroup|stop-commands|error|warning|notice)\b|^::[0-9a-f]{32}::$/.test(line)).join('\n'), /^\s*::/m, 'no learner line starts a command');
 });
 
 test('github: an annotation message cannot start a new line or a second command', () => {

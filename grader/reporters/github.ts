@@ -17,6 +17,7 @@ import path from 'node:path';
 import { formatPoints, notPassed, type GradeReport } from '../grading.js';
 import type { StepResult } from '../types.js';
 import { plainBody, stepName, truncate, visibleControls } from './plain.js';
+import { noWorkflowCommands, visibleDeep } from '../visible.js';
 
 /** Options of the github reporter. */
 export interface GithubOptions {
@@ -85,7 +86,7 @@ function tokenFor(text: string, fixed?: string): string {
 /** `text` printed with workflow commands off: nothing in it can start one. */
 function stopped(text: string, fixedToken?: string): string[] {
   const token = tokenFor(text, fixedToken);
-  return [`::stop-commands::${token}`, text, `::${token}::`];
+  return [`::stop-commands::${token}`, noWorkflowCommands(text), `::${token}::`];
 }
 
 /** The file a failed step points at, relative to the repository root; undefined when none. */
@@ -124,7 +125,7 @@ function cell(text: string): string {
 
 /** A fenced code block that `text` cannot close early. */
 function fenced(text: string): string[] {
-  const safe = visibleControls(text);
+  const safe = noWorkflowCommands(text);
   const longest = Math.max(0, ...(safe.match(/`+/g) ?? []).map((run) => run.length));
   const fence = '`'.repeat(Math.max(3, longest + 1));
   return [`${fence}text`, safe, fence];
@@ -136,10 +137,17 @@ function headline(report: GradeReport): string {
   return `${passed} of ${report.steps.length} steps pass · ${formatPoints(report.score)}/${formatPoints(report.maxScore)} points`;
 }
 
+/** What a sandbox that fell back left the servers, and why: for the annotation and the job summary. */
+function sandboxFallbackText(sandbox: NonNullable<GradeReport['sandbox']>): string {
+  const what = sandbox.confinement === 'off' ? 'The servers ran without a sandbox' : "The servers ran in a sandbox that kept the host's network";
+  return `${what} (--sandbox auto fell back: ${sandbox.reason ?? 'no reason given'}). Install bubblewrap where it may make namespaces, or pass --sandbox required to refuse to grade so.`;
+}
+
 /** The job summary: a headline, the error when there is one, one table row per step, and the transcript of each step that did not pass. */
 export function formatStepSummary(report: GradeReport): string {
   const lines = [`## idem-lab: ${headline(report)}`, ''];
   if (report.status === 'error' && report.message) lines.push(`> **Could not grade everything:** ${cell(report.message)}`, '');
+  if (report.sandbox?.fallback) lines.push(`> **Warning, sandbox ${cell(report.sandbox.confinement)}:** ${cell(sandboxFallbackText(report.sandbox))}`, '');
   lines.push('| Step | Result | Points | Required | What the grader found |', '|---|---|---|---|---|');
   for (const { result, points, score, required } of report.steps) {
     const verdict = result.status === 'pass' ? '✅ pass' : result.status === 'fail' ? '❌ fail' : '⚠️ error';
@@ -184,7 +192,7 @@ export interface ClassroomResult {
 
 /** The Classroom result of a report (see ClassroomResult). */
 export function classroomResult(report: GradeReport): ClassroomResult {
-  return {
+  return visibleDeep({
     version: 1,
     status: report.status === 'error' ? 'error' : report.requiredPassed ? 'pass' : 'fail',
     max_score: report.maxScore,
@@ -198,7 +206,7 @@ export function classroomResult(report: GradeReport): ClassroomResult {
       line_no: 0,
       duration: result.ms,
     })),
-  };
+  } satisfies ClassroomResult);
 }
 
 /** The github reporter (see GithubReport). */
@@ -212,6 +220,8 @@ export function formatGithub(report: GradeReport, options: GithubOptions = {}): 
   const errors: string[] = [];
   const warnings: string[] = [];
   if (report.status === 'error' && report.message) errors.push(annotation('error', report.message, { title: 'idem-lab could not grade everything' }));
+  // A sandbox that fell back (--sandbox auto) is a warning of its own, first of all.
+  if (report.sandbox?.fallback) warnings.push(annotation('warning', sandboxFallbackText(report.sandbox), { title: 'idem-lab: the servers ran without full confinement' }));
   for (const { result, required } of report.steps) {
     if (result.status !== 'pass') {
       const why = result.why ? `\n${result.why}` : '';

@@ -3,6 +3,7 @@ import { BODY_PREVIEW_CHARS, curlCommand, formatExchange, formatLedger } from '.
 import { language, t } from '../../i18n/index.js';
 import type { Exchange, StepResult } from '../types.js';
 import { formatPoints, type GradeReport } from '../grading.js';
+import { visible, visibleDeep } from '../visible.js';
 
 /**
  * A chalk that colours only when `stream` is a terminal and NO_COLOR is unset or empty
@@ -154,9 +155,11 @@ export interface ResultOptions {
  * One verdict as the learner reads it: a mark, the step, the message; on a failure the
  * reason, what was sent and what came back (each exchange with a curl line that sends it
  * again), the ledger rows, the server's output, and where the hints are. With
- * `options.points` the header shows `score/points pt`.
+ * `options.points` the header shows `score/points pt`. Control characters in any of its
+ * texts (a student's output, bodies, ledger cells) are shown as escapes (visible.ts).
  */
-export function formatResult(result: StepResult, c: ChalkInstance, options: ResultOptions = {}): string {
+export function formatResult(given: StepResult, c: ChalkInstance, options: ResultOptions = {}): string {
+  const result = visibleDeep(given);
   const points = options.points;
   const colour = result.status === 'pass' ? c.green : result.status === 'fail' ? c.red : c.yellow;
   const worth = points === undefined ? '' : `  ${t('report.points', { score: formatPoints(result.status === 'pass' ? points : 0), points: formatPoints(points) })}`;
@@ -224,6 +227,6 @@ export function formatSummary(results: StepResult[], c: ChalkInstance, report?: 
   const line = t(results.length === 1 ? 'report.summary.one' : 'report.summary.many', { passed, total: results.length });
   let summary = failing.length === 0 ? c.green(line) : `${c.red(line)}${sentenceGap()}${t('report.todo', { ids: failing.join(', ') })}`;
   if (report) summary += `${sentenceGap()}${t('report.score', { score: formatPoints(report.score), max: formatPoints(report.maxScore) })}`;
-  if (report?.status === 'error' && report.message) summary += `\n${c.yellow(report.message)}`;
+  if (report?.status === 'error' && report.message) summary += `\n${c.yellow(visible(report.message))}`;
   return summary;
 }

@@ -6,6 +6,7 @@
 import type { GradeReport } from '../grading.js';
 import type { Status } from '../types.js';
 import { plainBody, stepName } from './plain.js';
+import { visibleDeep } from '../visible.js';
 
 /** Exercism's limit on a test's `output`, in characters. */
 export const OUTPUT_LIMIT = 500;
@@ -70,12 +71,16 @@ export interface ResultsFile {
   score: number;
   max_score: number;
   tests: ResultsTest[];
+  /** How confined the servers were (sandbox.ts Confinement): on, host-network or off; absent when no server ran. */
+  sandbox?: 'on' | 'host-network' | 'off';
+  /** Why `sandbox` is less than on: bwrap's complaint when `--sandbox auto` fell back, or `--sandbox off`. */
+  sandbox_reason?: string;
 }
 
 /** The results object of a report (see ResultsFile). */
 export function resultsFile(report: GradeReport): ResultsFile {
   const status = resultsStatus(report);
-  return {
+  return visibleDeep({
     version: 3,
     status,
     message: status === 'error' ? (report.message ?? report.steps[0]?.result.message ?? 'The grader could not grade this workspace.') : null,
@@ -96,7 +101,9 @@ export function resultsFile(report: GradeReport): ResultsFile {
       if (output !== '') test.output = output;
       return test;
     }),
-  };
+    ...(report.sandbox ? { sandbox: report.sandbox.confinement } : {}),
+    ...(report.sandbox?.reason && report.sandbox.confinement !== 'on' ? { sandbox_reason: report.sandbox.reason } : {}),
+  } satisfies ResultsFile);
 }
 
 /** The json reporter: results.json as text (2-space indented, ending in a newline). */

@@ -5,6 +5,7 @@
 import { Chalk } from 'chalk';
 import { formatResult } from './human.js';
 import type { StepResult } from '../types.js';
+import { visible } from '../visible.js';
 
 const PLAIN = new Chalk({ level: 0 });
 
@@ -30,15 +31,9 @@ export function plainBody(result: StepResult): string {
 /**
  * Control characters other than tab and newline (ANSI colour codes a server printed, a
  * stray NUL) as visible escapes like `\x1b`, for formats that cannot carry them (XML 1.0,
- * YAML) or readers that would act on them.
+ * YAML) or readers that would act on them: grader/visible.ts visible().
  */
-export function visibleControls(text: string): string {
-  // eslint-disable-next-line no-control-regex
-  return text.replace(/\r\n/g, '\n').replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\ufffe\uffff]/g, (ch) => {
-    const code = ch.charCodeAt(0);
-    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
-  });
-}
+export const visibleControls = visible;
 
 /** At most `max` characters of `text`, marked when shortened. */
 export function truncate(text: string, max: number, marker = '… (truncated)'): string {
