@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { CheckFailed } from './failure.js';
 import { readLedger } from './ledger.js';
 import { send, sendSimultaneously, type PayRequest, type Timeouts } from './http.js';
-import { TestData, type Seed } from './seed.js';
+import { TestData, serverTimeZone, type Seed } from './seed.js';
 import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import type { Exchange, LedgerRow } from './types.js';
@@ -247,6 +247,8 @@ export class LiveContext {
       dbMs: options.dbMs,
       priority: options.priority,
       env: options.env,
+      // Far from UTC, by the seed: a server's times must not depend on where it runs.
+      timeZone: serverTimeZone(this.data.seed),
     }).catch((err: unknown) => {
       pod.failed = true;
       throw err;
