@@ -285,6 +285,33 @@ export class LiveContext {
     return { dbPath: path.join(dir, 'lab.db'), providerLog: path.join(dir, 'provider.log') };
   }
 
+  /**
+   * What the servers created beside a database: every entry of IDEM_DB's folder (a copy of
+   * the workspace) that is neither one of the learner's own (a name the workspace has and
+   * the copy took) nor the database's: its file, that file's `-wal`, `-shm` and `-journal`
+   * (sqlite's own), and the provider's statement. Read with lstat: nothing is followed.
+   * @param of an instance or a database (default: the check's own)
+   * @returns the absolute paths, sorted
+   */
+  createdBeside(of?: ServerInstance | CheckDatabase): string[] {
+    const { dbPath, providerLog } = this.database(of);
+    const folder = path.dirname(dbPath);
+    const base = path.basename(dbPath);
+    const own = new Set([base, `${base}-wal`, `${base}-shm`, `${base}-journal`, path.basename(providerLog)]);
+    let learners: Set<string>;
+    let entries: string[];
+    try {
+      learners = new Set(fs.readdirSync(this.workspace).filter((entry) => entry === 'node_modules' || !NOT_COPIED.test(entry)));
+      entries = fs.readdirSync(folder);
+    } catch {
+      return [];
+    }
+    return entries
+      .filter((entry) => !own.has(entry) && !learners.has(entry))
+      .map((entry) => path.join(folder, entry))
+      .sort();
+  }
+
   /** The check's own database, the one every instance shares unless started with ownDatabase. */
   get mainDatabase(): CheckDatabase {
     return { dbPath: this.dbPath, providerLog: this.providerLog };
