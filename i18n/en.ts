@@ -74,6 +74,7 @@ export const en = {
   'step.03.pass': 'No key and an empty key were refused with 400 without a charge; a keyed request still paid.',
 
   // Step 04.
+  'step.04.live.why': 'Answering the {then} request with the stored {first} response hides a reused key: the client believes {then} was paid when nothing was.',
   'step.04.why': 'Answering the 99999 request with the stored 1000 response hides a reused key: the client believes 99999 was paid when nothing was.',
   'step.04.file.no422': '04-conflict.txt must show the server answering HTTP 422 to a key reused with a different amount.',
   'step.04.file.pass': '04-conflict.txt shows the reused key refused with 422 (line {line}).',
@@ -466,6 +467,7 @@ export const en = {
   'step.08.oneSentence': '08-notes.md puts the three ideas ({list}) in one sentence; explain each in a sentence of its own.',
   'step.08.oneSentence.why': 'Naming the three ideas is not explaining them: say why clients retry, where the keys live, and why another body under a used key is refused.',
   // --- body-check ---
+  'check.payment.time': 'charged_at is {got}: the contract writes it in ISO 8601, in UTC, to the millisecond, with Z (2026-12-01T10:02:25.118Z)',
   'check.payment.field': '{field} is {got}',
   'check.payment.sent': '{field} is {got}, but {sent} was sent',
   // --- learner (issue 9: the first hour) ---

@@ -69,6 +69,7 @@ export const ko: Record<MessageKey, string> = {
   'step.03.keyedRows.why': '키가 있는 요청은 결제 한 건입니다.',
   'step.03.pass': '키 없는 요청과 빈 키 요청은 결제 없이 400으로 거절되었고, 키가 있는 요청은 정상 결제되었습니다.',
 
+  'step.04.live.why': '{then}원 요청에 저장된 {first}원 응답을 돌려주면 키를 잘못 재사용한 사실이 묻힙니다. 클라이언트는 아무것도 결제되지 않았는데 {then}원이 결제됐다고 믿게 됩니다.',
   'step.04.why': '99999원 요청에 저장된 1000원 응답을 돌려주면 키를 잘못 재사용한 사실이 묻힙니다. 클라이언트는 아무것도 결제되지 않았는데 99999원이 결제됐다고 믿게 됩니다.',
   'step.04.file.no422': '04-conflict.txt에는 금액만 바꿔 같은 키를 다시 쓴 요청에 서버가 HTTP 422로 답한 모습이 있어야 합니다.',
   'step.04.file.pass': '04-conflict.txt에서 재사용된 키가 422로 거절되었습니다({line}번째 줄).',
@@ -448,6 +449,7 @@ export const ko: Record<MessageKey, string> = {
   'step.08.oneSentence': '08-notes.md가 세 가지 생각({list})을 한 문장에 몰아서 적었습니다. 생각마다 따로 한 문장씩 설명해 주세요.',
   'step.08.oneSentence.why': '세 단어를 적는 것만으로는 설명이 되지 않습니다. 클라이언트가 왜 재시도하는지, 키를 어디에 두는지, 쓰인 키에 다른 본문이 오면 왜 거절하는지 적어 주세요.',
   // --- body-check ---
+  'check.payment.time': 'charged_at 값: {got}. 계약은 이 값을 ISO 8601, UTC, 밀리초까지, Z를 붙여 씁니다(2026-12-01T10:02:25.118Z)',
   'check.payment.field': '{field} 값: {got}',
   'check.payment.sent': '{field} 값이 {got}인데, 보낸 값은 {sent}입니다',
   // --- learner (issue 9: the first hour) ---

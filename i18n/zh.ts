@@ -69,6 +69,7 @@ export const zh: Record<MessageKey, string> = {
   'step.03.keyedRows.why': '带键的请求就是一笔支付。',
   'step.03.pass': '没有键和空键的请求都被 400 拒绝且没有扣款；带键的请求照常支付。',
 
+  'step.04.live.why': '拿保存的 {first} 响应去回答 {then} 的请求，会掩盖键被复用的事实：客户端以为付了 {then}，其实什么都没付。',
   'step.04.why': '拿保存的 1000 响应去回答 99999 的请求，会掩盖键被复用的事实：客户端以为付了 99999，其实什么都没付。',
   'step.04.file.no422': '04-conflict.txt 应显示服务器对换了金额、复用同一个键的请求返回 HTTP 422。',
   'step.04.file.pass': '04-conflict.txt 显示复用的键被 422 拒绝（第 {line} 行）。',
@@ -448,6 +449,7 @@ export const zh: Record<MessageKey, string> = {
   'step.08.oneSentence': '08-notes.md 把三个要点（{list}）挤在同一句话里；请每个要点各用一句话说明。',
   'step.08.oneSentence.why': '只说出这三个词并不是解释：请说明客户端为什么要重试、键存在哪里、已用过的键带着不同的请求体为什么会被拒绝。',
   // --- body-check ---
+  'check.payment.time': 'charged_at 是 {got}：契约规定它用 ISO 8601、UTC、精确到毫秒并带 Z 的写法（2026-12-01T10:02:25.118Z）',
   'check.payment.field': '{field} 是 {got}',
   'check.payment.sent': '{field} 是 {got}，但发送的是 {sent}',
   // --- learner (issue 9: the first hour) ---
