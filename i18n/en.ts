@@ -28,6 +28,8 @@ export const en = {
   'step.05.hint.1': 'Look, then insert is two steps: ten requests can all look before any of them inserts.',
   'step.05.hint.2': 'Make the claim on the key a single step the database decides: idem.key is a primary key, so only one insert of a key can succeed.',
   'step.05.hint.3': 'Insert the key (with no response yet) before charging; the request whose insert fails waits for the stored response, or answers 409 while the first is still in flight.',
+  'step.06.beside': 'The server created {files} beside the database (IDEM_DB): instances share only the database, and a file beside it is not shared in the contract.',
+  'step.06.beside.why': 'Pods of one service share a database, not a folder: a lock or a record in a file beside IDEM_DB works while every instance happens to see that folder, and splits the moment one does not. Keep records and locks in the database.',
   'step.06.title': 'Remember across restarts and instances',
   'step.06.hint.1': 'Stop the server, start it again, and send the same key: does it remember?',
   'step.06.hint.2': 'Memory in one process is lost on restart and invisible to a second instance; keep keys where every instance looks: the database.',
