@@ -6,12 +6,12 @@ import { openStudentDatabase } from './student-db.js';
 import { CheckFailed } from './failure.js';
 import { readLedger } from './ledger.js';
 import { send, sendSimultaneously, type PayRequest, type Timeouts } from './http.js';
-import { TestData, type Seed } from './seed.js';
+import { TestData, serverTimeZone, type Seed } from './seed.js';
 import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import { removeUnsafe, renewFile } from './safe-copy.js';
 import { sandboxOwner } from './sandbox.js';
-import { copyImage, fillPod, imageBinds, interpreterHome, type Image } from './workspace-image.js';
+import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED } from './workspace-image.js';
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import type { Exchange, LedgerRow } from './types.js';
 import type { KeylessGrouping } from './audit.js';
@@ -283,6 +283,8 @@ export class LiveContext {
       dbMs: options.dbMs,
       priority: options.priority,
       env: options.env,
+      // Far from UTC, by the seed: a server's times must not depend on where it runs.
+      timeZone: serverTimeZone(this.data.seed),
     }).catch((err: unknown) => {
       pod.failed = true;
       throw err;
@@ -317,6 +319,33 @@ export class LiveContext {
     const dir = path.join(this.tmpDir, crypto.randomBytes(4).toString('hex'), path.basename(this.workspace));
     fs.mkdirSync(dir, { recursive: true });
     return { dbPath: path.join(dir, 'lab.db'), providerLog: path.join(dir, 'provider.log') };
+  }
+
+  /**
+   * What the servers created beside a database: every entry of IDEM_DB's folder (a copy of
+   * the workspace) that is neither one of the learner's own (a name the workspace has and
+   * the copy took) nor the database's: its file, that file's `-wal`, `-shm` and `-journal`
+   * (sqlite's own), and the provider's statement. Read with lstat: nothing is followed.
+   * @param of an instance or a database (default: the check's own)
+   * @returns the absolute paths, sorted
+   */
+  createdBeside(of?: ServerInstance | CheckDatabase): string[] {
+    const { dbPath, providerLog } = this.database(of);
+    const folder = path.dirname(dbPath);
+    const base = path.basename(dbPath);
+    const own = new Set([base, `${base}-wal`, `${base}-shm`, `${base}-journal`, path.basename(providerLog)]);
+    let learners: Set<string>;
+    let entries: string[];
+    try {
+      learners = new Set(fs.readdirSync(this.workspace).filter((entry) => entry === 'node_modules' || !NOT_COPIED.test(entry)));
+      entries = fs.readdirSync(folder);
+    } catch {
+      return [];
+    }
+    return entries
+      .filter((entry) => !own.has(entry) && !learners.has(entry))
+      .map((entry) => path.join(folder, entry))
+      .sort();
   }
 
   /** The check's own database, the one every instance shares unless started with ownDatabase. */

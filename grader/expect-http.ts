@@ -38,9 +38,18 @@ function integerLiteral(raw: string, field: string): boolean {
 }
 
 /**
+ * Whether a text is a time as the contract writes it (docs/server-contract.md): ISO 8601 in
+ * UTC to the millisecond with `Z`, `2026-12-01T10:02:25.118Z`, and a real date and time.
+ */
+export function isContractTime(text: string): boolean {
+  return /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(text) && new Date(text).toISOString() === text;
+}
+
+/**
  * The JSON body of a 201 answer, checked against the server contract and the request it
  * answers: `{"payment_id", "user", "amount", "charged_at"}` with the user and the amount
- * that were sent, payment_id and amount written as whole numbers, charged_at a string.
+ * that were sent, payment_id and amount written as whole numbers, charged_at a time as the
+ * contract writes it (isContractTime).
  * @throws CheckFailed naming what is wrong with it
  */
 export function paymentOf(exchange: Exchange): Record<string, unknown> {
@@ -66,6 +75,7 @@ export function paymentOf(exchange: Exchange): Record<string, unknown> {
     problems.push(t('check.payment.sent', { field: 'amount', got: /"amount"\s*:\s*([^,}]*)/.exec(raw)?.[1]?.trim() ?? 'none', sent: String(sent.amount) }));
   }
   if (typeof payment.charged_at !== 'string') problems.push(t('check.payment.field', { field: 'charged_at', got: String(JSON.stringify(payment.charged_at)) }));
+  else if (!isContractTime(payment.charged_at)) problems.push(t('check.payment.time', { got: JSON.stringify(payment.charged_at) }));
   if (problems.length > 0) throw fail(problems);
   return payment;
 }

@@ -112,6 +112,15 @@ async function readRegular(file: string, name: string, maxBytes: number): Promis
  *   regular file, or it cannot be opened
  */
 export function readRegularSync(file: string, maxBytes: number): string | undefined {
+  return readRegularBytesSync(file, maxBytes)?.toString('utf8');
+}
+
+/**
+ * readRegularSync's bytes: at most `maxBytes` of a regular file, opened without following
+ * a link (O_NOFOLLOW) and checked to be a regular file once open.
+ * @returns the bytes; undefined when there is no such file, it is not a regular file, or it cannot be opened
+ */
+export function readRegularBytesSync(file: string, maxBytes: number): Buffer | undefined {
   let fd: number;
   try {
     fd = fs.openSync(file, OPEN_FLAGS);
@@ -127,7 +136,7 @@ export function readRegularSync(file: string, maxBytes: number): string | undefi
       if (n === 0) break;
       length += n;
     }
-    return buffer.subarray(0, length).toString('utf8');
+    return buffer.subarray(0, length);
   } catch {
     return undefined;
   } finally {

@@ -26,6 +26,22 @@ export function parseSeed(text: string): Seed {
   return value;
 }
 
+/**
+ * Time zones far east of UTC (5 h 30 min to 14 h ahead), one of which a run's servers are
+ * started under (TZ): a server that mixes local and UTC times (a naive `datetime.now()`
+ * against a stored UTC time) is off by hours under every one of them, as it would be on a
+ * learner's machine or a CI runner outside UTC, and not only when the grader's own zone
+ * happens to differ. East of UTC, such a server finds its fresh records hours old (or
+ * hours in the future: never old), so its verdict does not depend on which zone is drawn.
+ */
+export const SERVER_TIME_ZONES: readonly string[] = ['Asia/Kolkata', 'Asia/Kathmandu', 'Asia/Tokyo', 'Australia/Sydney', 'Pacific/Auckland', 'Pacific/Chatham', 'Pacific/Kiritimati'];
+
+/** The time zone a run's servers are started under (TZ), drawn from SERVER_TIME_ZONES by the seed. */
+export function serverTimeZone(seed: Seed): string {
+  const b = crypto.createHash('sha256').update(`${seed}\0tz`).digest();
+  return SERVER_TIME_ZONES[b[0] % SERVER_TIME_ZONES.length];
+}
+
 /** Given names for users, so users look like a real shop's customers. */
 const NAMES = ['mina', 'jun', 'li', 'wei', 'ana', 'omar', 'sora', 'yuna', 'lena', 'tomas', 'priya', 'kofi', 'haru', 'noa', 'ivan', 'zoe'];
 

@@ -106,6 +106,12 @@ export interface StartOptions {
    */
   env?: Readonly<Record<string, string>>;
   /**
+   * The server's TZ (an IANA zone name, e.g. `Asia/Tokyo`), instead of the grader's own:
+   * the contract's times are UTC whatever the zone (docs/server-contract.md). Default: the
+   * grader's TZ, if any.
+   */
+  timeZone?: string;
+  /**
    * Its place in the queue of starts (see startSlot): how long, in ms, the part of the
    * check that waits for this server takes once it is up (default 0). Starts waiting for
    * a slot are served longest first, so a server whose round is slow is not held up by
@@ -538,7 +544,6 @@ export function contractEnv(options: { port: number; dbPath: string; providerLog
   };
 }
 
-/** Variables of the grader's own environment a server may see: the locale and the time zone (LANG, LC_*, TZ). */
 /** Variables any login has and no secret is in, passed on as they are (a server without USER or TERM knows it is not in a terminal of the learner's). */
 const PASSED_THROUGH = new Set(['LANG', 'TZ', 'USER', 'LOGNAME', 'SHELL', 'TERM']);
 
@@ -553,12 +558,13 @@ function passedThrough(env: NodeJS.ProcessEnv): Record<string, string> {
 /**
  * The whole environment of a server instance (nothing else of the grader's is passed on:
  * no tokens, no GITHUB_*, no cloud credentials): PATH, HOME (an empty folder beside
- * IDEM_DB), LANG, LC_*, TZ, USER, LOGNAME, SHELL and TERM, the track's own variables
- * (StartOptions.env), and the contract's variables.
+ * IDEM_DB), LANG, LC_*, TZ (StartOptions.timeZone when given), USER, LOGNAME, SHELL and
+ * TERM, the track's own variables (StartOptions.env), and the contract's variables.
  */
 export function serverEnv(options: StartOptions, port: number, home: string): Record<string, string> {
   return {
     ...passedThrough(process.env),
+    ...(options.timeZone === undefined ? {} : { TZ: options.timeZone }),
     ...options.env,
     PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     HOME: home,

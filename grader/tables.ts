@@ -5,8 +5,10 @@
  * tables a check passes over are given by the caller.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import zlib from 'node:zlib';
 import { openStudentDatabase } from './student-db.js';
+import { readRegularBytesSync } from './safe-read.js';
 
 /** One cell of a table: where it is and its bytes (a number or a text as its text, a blob as is). */
 export interface Cell {
@@ -31,6 +33,7 @@ const quoted = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /**
  * Every cell of every table of a sqlite file but those named in `except` (case-insensitive),
+ * and but the columns `exempt` names for a table (table name to column names, any case),
  * read-only: at most MAX_TABLES tables, MAX_TABLE_ROWS rows each, MAX_CELL_BYTES of a cell
  * and MAX_DATABASE_BYTES in all. A NULL is no cell. A table that cannot be read (a
  * virtual table whose module the grader lacks) is passed over: its data lives in tables
@@ -38,9 +41,10 @@ const quoted = (name: string) => `"${name.replace(/"/g, '""')}"`;
  * @returns the cells, table by table in the schema's order, row by row; [] when the file does not exist
  * @throws Error when the file is not a sqlite database
  */
-export function readCells(dbPath: string, except: readonly string[] = []): Cell[] {
+export function readCells(dbPath: string, except: readonly string[] = [], exempt: Readonly<Record<string, readonly string[]>> = {}): Cell[] {
   if (!fs.existsSync(dbPath)) return [];
   const skipped = new Set(except.map((name) => name.toLowerCase()));
+  const exemptColumns = new Map(Object.entries(exempt).map(([table, columns]) => [table.toLowerCase(), new Set(columns.map((c) => c.toLowerCase()))]));
   const db = openStudentDatabase(dbPath, { readonly: true });
   const cells: Cell[] = [];
   let bytes = 0;
@@ -62,6 +66,7 @@ export function readCells(dbPath: string, except: readonly string[] = []): Cell[
       rows.forEach((values, i) => {
         values.forEach((value, j) => {
           if (value === null || value === undefined || bytes >= MAX_DATABASE_BYTES) return;
+          if (exemptColumns.get(name.toLowerCase())?.has(columns[j].toLowerCase())) return;
           const buffer = Buffer.isBuffer(value) ? value : Buffer.from(String(value), 'utf8');
           bytes += buffer.length;
           cells.push({ table: name, column: columns[j], row: i + 1, value: buffer });
@@ -71,6 +76,45 @@ export function readCells(dbPath: string, except: readonly string[] = []): Cell[
   } finally {
     db.close();
   }
+  return cells;
+}
+
+/** At most this many files are read by fileCells. */
+export const MAX_FILES = 200;
+/** How deep fileCells goes into folders. */
+const MAX_FILE_DEPTH = 3;
+
+/**
+ * The files at `paths` (and in folders among them, MAX_FILE_DEPTH deep), each as a cell
+ * (`table` the file's path relative to `base`, `column` '(file)', `row` 1): at most
+ * MAX_FILES files and MAX_CELL_BYTES of each, read without following a link and only when
+ * regular (safe-read.ts). A link, FIFO, socket or device is passed over.
+ * @returns the cells, in the order found
+ */
+export function fileCells(paths: readonly string[], base: string): Cell[] {
+  const cells: Cell[] = [];
+  const visit = (file: string, depth: number) => {
+    if (cells.length >= MAX_FILES) return;
+    let stat: fs.Stats;
+    try {
+      stat = fs.lstatSync(file);
+    } catch {
+      return;
+    }
+    if (stat.isDirectory() && depth < MAX_FILE_DEPTH) {
+      let entries: string[] = [];
+      try {
+        entries = fs.readdirSync(file).sort();
+      } catch {
+        return;
+      }
+      for (const entry of entries) visit(path.join(file, entry), depth + 1);
+    } else if (stat.isFile()) {
+      const value = readRegularBytesSync(file, MAX_CELL_BYTES);
+      if (value !== undefined) cells.push({ table: path.relative(base, file), column: '(file)', row: 1, value });
+    }
+  };
+  for (const file of paths) visit(file, 0);
   return cells;
 }
 

@@ -28,6 +28,8 @@ export const en = {
   'step.05.hint.1': 'Look, then insert is two steps: ten requests can all look before any of them inserts.',
   'step.05.hint.2': 'Make the claim on the key a single step the database decides: idem.key is a primary key, so only one insert of a key can succeed.',
   'step.05.hint.3': 'Insert the key (with no response yet) before charging; the request whose insert fails waits for the stored response, or answers 409 while the first is still in flight.',
+  'step.06.beside': 'The server created {files} beside the database (IDEM_DB): instances share only the database, and a file beside it is not shared in the contract.',
+  'step.06.beside.why': 'Pods of one service share a database, not a folder: a lock or a record in a file beside IDEM_DB works while every instance happens to see that folder, and splits the moment one does not. Keep records and locks in the database.',
   'step.06.title': 'Remember across restarts and instances',
   'step.06.hint.1': 'Stop the server, start it again, and send the same key: does it remember?',
   'step.06.hint.2': 'Memory in one process is lost on restart and invisible to a second instance; keep keys where every instance looks: the database.',
@@ -74,6 +76,7 @@ export const en = {
   'step.03.pass': 'No key and an empty key were refused with 400 without a charge; a keyed request still paid.',
 
   // Step 04.
+  'step.04.live.why': 'Answering the {then} request with the stored {first} response hides a reused key: the client believes {then} was paid when nothing was.',
   'step.04.why': 'Answering the 99999 request with the stored 1000 response hides a reused key: the client believes 99999 was paid when nothing was.',
   'step.04.file.no422': '04-conflict.txt must show the server answering HTTP 422 to a key reused with a different amount.',
   'step.04.file.pass': '04-conflict.txt shows the reused key refused with 422 (line {line}).',
@@ -478,6 +481,7 @@ export const en = {
   'step.08.oneSentence': '08-notes.md puts the three ideas ({list}) in one sentence; explain each in a sentence of its own.',
   'step.08.oneSentence.why': 'Naming the three ideas is not explaining them: say why clients retry, where the keys live, and why another body under a used key is refused.',
   // --- body-check ---
+  'check.payment.time': 'charged_at is {got}: the contract writes it in ISO 8601, in UTC, to the millisecond, with Z (2026-12-01T10:02:25.118Z)',
   'check.payment.field': '{field} is {got}',
   'check.payment.sent': '{field} is {got}, but {sent} was sent',
   // --- learner (issue 9: the first hour) ---

@@ -27,6 +27,8 @@ export const zh: Record<MessageKey, string> = {
   'step.05.hint.1': '"先查再插"是两步：十个请求可能全都查完了，才有一个开始插入。',
   'step.05.hint.2': '让数据库一步决定谁拿到这个键：idem.key 是主键，同一个键只能插入成功一次。',
   'step.05.hint.3': '扣款之前先插入键（还没有响应）；插入失败的请求去等已保存的响应，或者在第一个请求还在处理时返回 409。',
+  'step.06.beside': '服务器在数据库（IDEM_DB）旁边创建了 {files}：各实例只共享数据库，按契约，它旁边的文件不共享。',
+  'step.06.beside.why': '同一服务的各个 pod 共享的是数据库，不是文件夹：放在 IDEM_DB 旁边文件里的锁或记录，只在每个实例碰巧都能看到那个文件夹时才管用，只要有一个看不到就分裂了。把记录和锁都放在数据库里。',
   'step.06.title': '重启和多实例下依然记得',
   'step.06.hint.1': '把服务器停掉再启动，然后发送同一个键：它还记得吗？',
   'step.06.hint.2': '进程内存重启就丢，第二个实例也看不见；把键放在所有实例都会去查的地方：数据库。',
@@ -69,6 +71,7 @@ export const zh: Record<MessageKey, string> = {
   'step.03.keyedRows.why': '带键的请求就是一笔支付。',
   'step.03.pass': '没有键和空键的请求都被 400 拒绝且没有扣款；带键的请求照常支付。',
 
+  'step.04.live.why': '拿保存的 {first} 响应去回答 {then} 的请求，会掩盖键被复用的事实：客户端以为付了 {then}，其实什么都没付。',
   'step.04.why': '拿保存的 1000 响应去回答 99999 的请求，会掩盖键被复用的事实：客户端以为付了 99999，其实什么都没付。',
   'step.04.file.no422': '04-conflict.txt 应显示服务器对换了金额、复用同一个键的请求返回 HTTP 422。',
   'step.04.file.pass': '04-conflict.txt 显示复用的键被 422 拒绝（第 {line} 行）。',
@@ -460,6 +463,7 @@ export const zh: Record<MessageKey, string> = {
   'step.08.oneSentence': '08-notes.md 把三个要点（{list}）挤在同一句话里；请每个要点各用一句话说明。',
   'step.08.oneSentence.why': '只说出这三个词并不是解释：请说明客户端为什么要重试、键存在哪里、已用过的键带着不同的请求体为什么会被拒绝。',
   // --- body-check ---
+  'check.payment.time': 'charged_at 是 {got}：契约规定它用 ISO 8601、UTC、精确到毫秒并带 Z 的写法（2026-12-01T10:02:25.118Z）',
   'check.payment.field': '{field} 是 {got}',
   'check.payment.sent': '{field} 是 {got}，但发送的是 {sent}',
   // --- learner (issue 9: the first hour) ---

@@ -18,12 +18,14 @@ interface Sent {
 /**
  * Separators a scoped key might be joined with, '' for none: every printable ASCII
  * punctuation character, the space, TAB (a legal character in a JSON string and in an HTTP
- * field value, RFC 9110 §5.5), and '::'. For each, the check sends user `X{s}Y` with key
- * `K` and then user `X` with key `Y{s}K`: joined as user, separator, key, both give
- * `X{s}Y{s}K`. Only an encoding that cannot be read two ways (a JSON list, a length prefix,
- * a hash of either, a NUL, which no field value holds) keeps the two apart.
+ * field value, RFC 9110 §5.5), the two-character `::`, `||` and `->`, and `§` (U+00A7, a
+ * Latin-1 character: an HTTP field value may carry it as the byte 0xA7, which servers
+ * read as ISO-8859-1). For each, the check sends pairs that read alike when joined either
+ * way round (joinedPairs): as user, separator, key and as key, separator, user. Only an
+ * encoding that cannot be read two ways (a JSON list, a length prefix, a hash of either,
+ * a NUL, which no field value holds) keeps the two apart.
  */
-export const SEPARATORS: readonly string[] = ['', '::', ' ', '\t', ...'!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'];
+export const SEPARATORS: readonly string[] = ['', '::', '||', '->', '\u00a7', ' ', '\t', ...'!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'];
 
 /** The longest user the contract allows (lab/server.py MAX_USER_CHARS), in characters. */
 export const MAX_USER_CHARS = 100;
@@ -32,7 +34,9 @@ export const MAX_USER_CHARS = 100;
  * Pairs of different users that a server which changes the user before scoping would take
  * for one: two of MAX_USER_CHARS characters differing only in the last (a user cut to a
  * column's width), a user in fullwidth letters and the same in ASCII (NFKC folds them), and
- * "é" as one code point and as "e" with a combining acute (NFC/NFD). The contract compares
+ * "é" as one code point and as "e" with a combining acute (NFC/NFD), and a user with a
+ * non-ASCII letter and the same with that letter replaced by "?" or dropped (an
+ * `encode('ascii', 'replace')` or `'ignore'`). The contract compares
  * a user as sent, so each of these is another user.
  * @param base an ASCII user of the run's test data, e.g. "mina_1"
  * @returns the pairs, each [the first user, the look-alike that sends the first one's key]
@@ -44,6 +48,31 @@ export function lookAlikeUsers(base: string): Array<[string, string]> {
     [`${long}a`, `${long}b`],
     [fullwidth, base],
     [`${base}\u00e9`, `${base}e\u0301`],
+    // An ASCII-only copy of the user: its other letters replaced by "?", or dropped.
+    [`${base}\u00fc`, `${base}?`],
+    [`${base}\u00f1x`, `${base}x`],
+  ];
+}
+
+/**
+ * Two (user, key) pairs that read alike when joined with separator `s`: one joined as
+ * user, `s`, key (user `X{s}Y` with key `K`, then user `X` with key `Y{s}K`: both
+ * `X{s}Y{s}K`), one as key, `s`, user (user `A{s}B` with key `K`, then user `B` with key
+ * `K{s}A`: both `K{s}A{s}B`). Each pair has an amount of its own, sent by both of its users.
+ * @returns the two pairs, each [the first request, the one that reads like it]
+ */
+export function joinedPairs(ctx: LiveContext, s: string): Array<readonly [Sent, Sent]> {
+  const x = ctx.data.user();
+  const y = ctx.data.word(3);
+  const k = ctx.freshKey();
+  const userFirst = ctx.data.amount();
+  const a = ctx.data.word(3);
+  const b = ctx.data.user();
+  const k2 = ctx.freshKey();
+  const keyFirst = ctx.data.amount();
+  return [
+    [{ key: k, body: { user: `${x}${s}${y}`, amount: userFirst } }, { key: `${y}${s}${k}`, body: { user: x, amount: userFirst } }],
+    [{ key: k2, body: { user: `${a}${s}${b}`, amount: keyFirst } }, { key: `${k2}${s}${a}`, body: { user: b, amount: keyFirst } }],
   ];
 }
 
@@ -190,9 +219,10 @@ async function inBatches(ctx: LiveContext, server: ServerInstance, requests: rea
  * another user's response (the essay; Stripe scopes keys per account). A user is compared
  * as sent (docs/server-contract.md). Checked with users that differ from the first only in
  * case or by a space, with pairs whose user and key joined by any ASCII punctuation, a
- * space, a TAB or nothing read the same (SEPARATORS), with look-alike users under one key
- * (lookAlikeUsers: 100 characters differing in the last, fullwidth and ASCII, composed and
- * decomposed "é"), the pairs sent PAIR_BATCH at a time, and in a race of five users sending one key
+ * space, a TAB, `::`, `||`, `->`, `§` or nothing read the same either way round
+ * (SEPARATORS, joinedPairs), with look-alike users under one key (lookAlikeUsers: 100
+ * characters differing in the last, fullwidth and ASCII, composed and decomposed "é", a
+ * non-ASCII letter and "?" or nothing in its place), the pairs sent PAIR_BATCH at a time, and in a race of five users sending one key
  * at once while the database is locked.
  */
 export const step: Step = {
@@ -224,20 +254,14 @@ export const step: Step = {
       owners.own(replay, again, again === first ? undefined : name);
     }
 
-    // Pairs whose user and key joined with a separator read the same: X{s}Y with K first,
-    // then X with Y{s}K; and pairs of look-alike users under one key (lookAlikeUsers). The
+    // Pairs whose user and key joined with a separator read the same, either way round
+    // (joinedPairs); and pairs of look-alike users under one key (lookAlikeUsers). The
     // first halves PAIR_BATCH at a time, then the second halves.
-    const pairs = SEPARATORS.map((s) => {
-      const x = ctx.data.user();
-      const y = ctx.data.word(3);
-      const k = ctx.freshKey();
-      const pairAmount = ctx.data.amount();
-      return { joined: true, sent: [{ key: k, body: { user: `${x}${s}${y}`, amount: pairAmount } }, { key: `${y}${s}${k}`, body: { user: x, amount: pairAmount } }] as const };
-    });
+    const pairs = SEPARATORS.flatMap((s) => joinedPairs(ctx, s).map((sent) => ({ joined: true, sent })));
     for (const [one, two] of lookAlikeUsers(ctx.data.user())) {
       const k = ctx.freshKey();
       const pairAmount = ctx.data.amount();
-      pairs.push({ joined: false, sent: [{ key: k, body: { user: one, amount: pairAmount } }, { key: k, body: { user: two, amount: pairAmount } }] });
+      pairs.push({ joined: false, sent: [{ key: k, body: { user: one, amount: pairAmount } }, { key: k, body: { user: two, amount: pairAmount } }] as const });
     }
     const firstHalves = await inBatches(ctx, server, pairs.map((p) => p.sent[0]));
     firstHalves.forEach((answer, i) => owners.own(answer, pairs[i].sent[0], undefined));
@@ -257,7 +281,7 @@ export const step: Step = {
 
     await race(ctx, server, owners);
     expectOneEach(ctx, owners);
-    return t('step.10.pass', { users: owners.payments().length, pairs: SEPARATORS.length, race: RACE_USERS });
+    return t('step.10.pass', { users: owners.payments().length, pairs: 2 * SEPARATORS.length, race: RACE_USERS });
   },
   get hints() {
     return [t('step.10.hint.1'), t('step.10.hint.2'), t('step.10.hint.3')];

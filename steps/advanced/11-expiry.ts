@@ -24,11 +24,35 @@ export function gradedTtlS(): number {
 }
 
 /**
- * How much longer than the TTL the check waits after a payment's answer before it counts
- * the payment's record as expired, in ms: the server's clock and its created_at, written
- * to the millisecond, may be a few ms apart from the grader's.
+ * How much longer than the TTL, counted from the payment's charged_at, the check waits
+ * before it counts the payment's record as expired, in ms. A record's own time is at the
+ * latest the payment's charged_at (docs/server-contract.md), written to the millisecond
+ * by the clock the servers share with the grader: a few ms cover the rounding, and no more
+ * is given, so a grace the server adds to its TTL is seen.
  */
-export const EXPIRY_MARGIN_MS = 150;
+export const EXPIRY_MARGIN_MS = 5;
+
+/**
+ * When (Date.now(), ms) the record of a payment is expired at the latest: its charged_at
+ * plus the TTL and EXPIRY_MARGIN_MS.
+ */
+function expiresBy(paid: Paid, ttlS: number): number {
+  return Date.parse(String(paymentOf(paid.first).charged_at)) + ttlS * 1000 + EXPIRY_MARGIN_MS;
+}
+
+/**
+ * Whether a refusal's body carries a payment: a `payment_id` at any depth (a payment nested
+ * as `{"payment": {...}}` too), or the first payment's charged_at in any string.
+ */
+export function carriesPayment(body: unknown, chargedAt: string, depth = 0): boolean {
+  if (depth > 8) return false;
+  if (typeof body === 'string') return chargedAt !== '' && body.includes(chargedAt);
+  if (Array.isArray(body)) return body.some((v) => carriesPayment(v, chargedAt, depth + 1));
+  if (typeof body === 'object' && body !== null) {
+    return 'payment_id' in body || Object.values(body).some((v) => carriesPayment(v, chargedAt, depth + 1));
+  }
+  return false;
+}
 
 /** Payments made and retried at once before the check gives up on a machine too slow to retry within the TTL. */
 const ATTEMPTS = 3;
@@ -148,7 +172,7 @@ function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number
   expectStatus(answer, 410, t('step.11.status', { ...facts, status: String(answer.status) }), t('step.11.status.why'));
   if (saysReplayed(answer)) throw new CheckFailed(t('step.11.saysReplayed', facts), t('step.11.saysReplayed.why'), { exchanges: [answer] });
   const body = responseJson(answer) as Record<string, unknown> | undefined;
-  if (typeof body !== 'object' || body === null || typeof body.error !== 'string' || body.error.trim() === '' || 'payment_id' in body) {
+  if (typeof body !== 'object' || body === null || typeof body.error !== 'string' || body.error.trim() === '' || carriesPayment(body, String(paymentOf(first).charged_at))) {
     throw new CheckFailed(t('step.11.noError', facts), t('step.11.noError.why'), { exchanges: [answer] });
   }
   if (!/key|키|键|鍵/i.test(body.error)) ctx.warn(t('step.11.sayNewKey', { error: JSON.stringify(body.error.slice(0, 200)) }));
@@ -163,14 +187,13 @@ function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number
  * @throws CheckFailed naming the first broken rule
  */
 async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<ServerInstance>, startedC: Promise<ServerInstance>, ttlS: number): Promise<string> {
-  const wait = ttlS * 1000 + EXPIRY_MARGIN_MS;
   // One payment left to expire and C's, kept for a day; then, within the TTL, a key
   // replays across a whole second (payAndReplay), and is left to expire too.
   const other = await pay(ctx, a);
   const c = await startedC;
   const kept = await pay(ctx, c);
   const expiring = (await payAndReplay(ctx, a, ttlS, true)).slice(-1)[0];
-  await delay(Math.max(0, expiring.at + wait - performance.now()));
+  await delay(Math.max(0, expiresBy(expiring, ttlS) - Date.now()));
 
   // Expired: refused on A, on a second try, and on B; its record may still be there.
   const b = await startedB;
@@ -194,8 +217,25 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
   expectGone(ctx, await ctx.pay(b, other.sent), other, ttlS);
   expectGone(ctx, await ctx.pay(a, other.sent), other, ttlS);
 
+  // The expired key with another amount is refused all the same (410, not 422 or 500: the
+  // key is gone whatever the body); another user under it is that user's own new payment.
+  const otherBody = { user: expiring.sent.body.user, amount: ctx.data.amount() };
+  const refused = await ctx.pay(a, { key: expiring.sent.key, body: otherBody });
+  expectGone(ctx, refused, expiring, ttlS);
+  expectCharges(ctx, otherBody, 0, [refused], t('step.11.reprocessed.why'));
+  const otherUser: Sent = { key: expiring.sent.key, body: ctx.data.payment() };
+  const theirs = await ctx.pay(b, otherUser);
+  if (theirs.status !== 201) {
+    expectStatus(theirs, 201, t('step.11.otherUser', { key: JSON.stringify(otherUser.key), user: JSON.stringify(otherUser.body.user), owner: JSON.stringify(expiring.sent.body.user), status: String(theirs.status) }), t('step.11.otherUser.why'));
+  }
+  const theirPayment = paymentOf(theirs);
+  if (theirPayment.payment_id === paymentOf(expiring.first).payment_id || theirPayment.user !== otherUser.body.user) {
+    throw new CheckFailed(t('step.11.otherUser', { key: JSON.stringify(otherUser.key), user: JSON.stringify(otherUser.body.user), owner: JSON.stringify(expiring.sent.body.user), status: '201' }), t('step.11.otherUser.why'), { exchanges: [expiring.first, theirs] });
+  }
+  expectCharges(ctx, otherUser.body, 1, [theirs], t('step.11.otherUser.why'));
+
   // Unset, the TTL is a day: C's payment, older than the graded TTL by now, still replays.
-  await delay(Math.max(0, kept.at + wait - performance.now()));
+  await delay(Math.max(0, expiresBy(kept, ttlS) - Date.now()));
   const retry = await ctx.pay(c, kept.sent);
   const why = t('step.11.default.why', { ttl: DEFAULT_TTL_S });
   if (retry.status !== 201) {
@@ -221,7 +261,10 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
  * C, on a database of its own. The key left to expire is paid PAY_AT_MS past a second and
  * replayed RETRY_PAST_MS past the whole second a TTL later (a clock of whole seconds
  * refuses that retry, a TTL that slides from the last replay still replays the key
- * EXPIRY_MARGIN_MS past the payment's TTL); it is then refused on A, A again and B.
+ * EXPIRY_MARGIN_MS past the payment's TTL, and so does a grace added to the TTL); it is
+ * then refused on A, A again and B, and, once its record is deleted, with another amount
+ * (410 still); another user under it is that user's new payment (201). A 410 carries no
+ * payment at any depth (carriesPayment).
  */
 export const step: Step = {
   id: '11',
@@ -232,14 +275,16 @@ export const step: Step = {
   async live(ctx: LiveContext) {
     const ttlS = gradedTtlS();
     const env = { IDEM_TTL_S: String(ttlS) };
-    const wait = ttlS * 1000 + EXPIRY_MARGIN_MS;
+    const wait = ttlS * 1000 + 150;
     // C keeps the default TTL, on a database of its own: A's sweeps must not reach its records.
     const startedC = ctx.startServer({ ownDatabase: true, label: 'C', priority: wait });
     let startedB: Promise<ServerInstance> | undefined;
     try {
-      const a = await ctx.startServer({ env, label: 'A', priority: wait + 500 });
+      // A and B charge at once (IDEM_CHARGE_MS=0): a record claimed before its charge is
+      // then hardly older than the payment's charged_at, from which expiry is judged.
+      const a = await ctx.startServer({ env, label: 'A', priority: wait + 500, chargeMs: 0 });
       // B, a second pod on A's database, starts once A has set it up.
-      startedB = ctx.startServer({ env, ownCopy: true, label: 'B', priority: wait });
+      startedB = ctx.startServer({ env, ownCopy: true, label: 'B', priority: wait, chargeMs: 0 });
       return await expiry(ctx, a, startedB, startedC, ttlS);
     } finally {
       // Every start is over before the check ends, so that the engine stops what came up.

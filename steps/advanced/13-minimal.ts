@@ -1,18 +1,23 @@
+import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed } from '../../grader/failure.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { chargeMs } from '../../grader/limits.js';
-import { findHidden, readCells, timestampForms, type Cell } from '../../grader/tables.js';
+import { fileCells, findHidden, readCells, timestampForms, type Cell } from '../../grader/tables.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { Step } from '../../grader/track.js';
+import type { Exchange } from '../../grader/types.js';
 
 /**
- * The tables that may hold a payment's charged_at: the ledger (the payment itself) and the
- * refunds of the advanced contract (a refund's own time is not the payment's, but the
- * table is the payment's too).
+ * The contract's columns of the tables that are the payment's own (docs/server-contract.md):
+ * the ledger's (the payment itself) and those of the advanced contract's refunds table. Any
+ * other column, in those tables too, is read like a record's.
  */
-export const PAYMENT_TABLES = ['ledger', 'refunds'] as const;
+export const PAYMENT_COLUMNS: Readonly<Record<string, readonly string[]>> = {
+  ledger: ['payment_id', 'idempotency_key', 'user', 'amount', 'created_at'],
+  refunds: ['payment_id', 'refunded_at'],
+};
 
 /**
  * The shortest provider latency the step's servers get, in ms (IDEM_CHARGE_MS, at least the
@@ -22,15 +27,53 @@ export const PAYMENT_TABLES = ['ledger', 'refunds'] as const;
 export const MIN_CHARGE_MS = 20;
 
 /**
- * Whether a cell is a record's own time that happens to fall in the payment's millisecond:
- * the contract's `idem.created_at` holding nothing but a time (a design may stamp its
- * record when the payment completes, as the ledger row is written). A time anywhere else,
- * or inside more than a time, is a copy of the response.
+ * The keyless window the step's servers get (IDEM_KEYLESS_WINDOW_S), in s: longer than the
+ * step, so a keyless payment's record is still there when the tables are read.
  */
-function ownTime(cell: Cell, chargedAt: string, forms: readonly string[]): boolean {
-  if (cell.table !== 'idem' || cell.column !== 'created_at') return false;
+export const KEYLESS_WINDOW_S = 600;
+
+/** One ms as a fraction of a day: a julian day written to the millisecond is this close. */
+const MS_IN_DAYS = 1 / 86_400_000;
+
+/**
+ * What a cell's text is as a time, if it is nothing but one: an ISO-8601 date and time
+ * (`2026-12-02T01:03:31.123Z`, `2026-12-02 01:03:31`), epoch seconds or milliseconds, or a
+ * julian day (sqlite's julianday()), as epoch ms; undefined for anything else.
+ */
+export function asTime(cell: Cell): number | undefined {
   const text = cell.value.toString('utf8').trim();
-  return text === chargedAt || forms.includes(text) || forms.includes(text.replace(/\D/g, ''));
+  if (/^\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?$/.test(text)) {
+    const ms = Date.parse(/Z|[+-]\d\d:?\d\d$/.test(text) ? text.replace(' ', 'T') : `${text.replace(' ', 'T')}Z`);
+    return Number.isFinite(ms) ? ms : undefined;
+  }
+  if (!/^\d+(\.\d+)?$/.test(text)) return undefined;
+  const n = Number(text);
+  if (n >= 2_400_000 && n < 2_600_000) return (n - 2_440_587.5) * 86_400_000;
+  if (n >= 1e9 && n < 1e10) return n * 1000;
+  if (n >= 1e12 && n < 1e13) return n;
+  return undefined;
+}
+
+/**
+ * The cells that hold the payment's charged_at as a julian day (a REAL from sqlite's
+ * julianday(), within a millisecond of it), as they are or among other text, which no
+ * digit form finds.
+ */
+function julianCopies(cells: readonly Cell[], chargedAt: string): Cell[] {
+  const jd = Date.parse(chargedAt) / 86_400_000 + 2_440_587.5;
+  return cells.filter((cell) => [...cell.value.toString('latin1').matchAll(/(?<![\d.])\d{7}\.\d{5,}/g)].some(([n]) => Math.abs(Number(n) - jd) <= 1.5 * MS_IN_DAYS));
+}
+
+/**
+ * Whether a cell is a record's own time that falls in the payment's millisecond: a cell of
+ * a table holding nothing but a time, the only time of its row (a design may stamp its
+ * record with the payment's charged_at as it completes, in the idem table or one of its
+ * own). A second time in the row beside it (a claim time and a copy of charged_at), a
+ * time inside more than a time, or one in a file, is a copy of the response.
+ */
+function ownTime(cell: Cell, cells: readonly Cell[]): boolean {
+  if (cell.column === '(file)' || asTime(cell) === undefined) return false;
+  return cells.filter((c) => c.table === cell.table && c.row === cell.row && asTime(c) !== undefined).length === 1;
 }
 
 /**
@@ -42,11 +85,15 @@ export const REPLAY_GAP_MS = 10;
 /**
  * Step 13 (advanced track): the record keeps the status and the payment's id, not the
  * response; a replay is rebuilt from the ledger and equals the first response in every
- * field. A payment on A is retried on A and on B (a pod with a copy of its own: nothing of
- * A's memory or files), each retry must replay it exactly, and then every table of the
- * sqlite file but the ledger and refunds is read (read-only, bounded: grader/tables.ts):
- * none may hold the first response's charged_at, as it is, as its digits or epoch
- * milliseconds, or under base64, hex, zlib or gzip (the essay: store the status and a
+ * field. A payment under a key, then one without (IDEM_KEYLESS_WINDOW_S set: a keyless
+ * record), each on A is retried on A and on B (a pod with a copy of its own: nothing of
+ * A's memory or files), each retry must replay it exactly, and then every cell of the
+ * sqlite file but the contract's columns of the ledger and refunds (PAYMENT_COLUMNS) is
+ * read (read-only, bounded: grader/tables.ts), and every file the servers created beside
+ * the database (LiveContext.createdBeside): none may hold the first response's charged_at,
+ * as it is, as its digits, epoch milliseconds or a julian day, or under base64, hex, zlib
+ * or gzip, but as a record's own time (ownTime: a cell that is nothing but a time, the
+ * only one of its row) (the essay: store the status and a
  * pointer to the result, and let the ledger be the one copy of the payment;
  * docs/server-contract.md, "The advanced track").
  */
@@ -58,37 +105,50 @@ export const step: Step = {
   },
   async live(ctx: LiveContext) {
     const slow = Math.max(chargeMs(), MIN_CHARGE_MS);
-    const [a, b] = await Promise.all([ctx.startServer({ chargeMs: slow, priority: 300 }), ctx.startServer({ ownCopy: true, chargeMs: slow, priority: 200 })]);
-    const key = ctx.freshKey();
-    const body = ctx.data.payment();
-    const first = await ctx.pay(a, { key, body });
-    expectStatus(first, 201, t('check.first201'), t('step.13.first.why'));
-    const payment = paymentOf(first);
-    await delay(REPLAY_GAP_MS);
-    const retry = await ctx.pay(a, { key, body });
-    expectReplay(first, retry, t('step.13.replay.why'));
-    await delay(REPLAY_GAP_MS);
-    const elsewhere = await ctx.pay(b, { key, body });
-    expectReplay(first, elsewhere, t('step.13.replay.why'));
-    // Throws when the servers never made the file (they ignore IDEM_DB).
-    ctx.ledger(a);
-    const cells = readCells(ctx.database(a).dbPath, PAYMENT_TABLES);
-    const chargedAt = String(payment.charged_at);
-    const forms = timestampForms(chargedAt);
-    const found = findHidden(cells, chargedAt, forms).filter((f) => !ownTime(f.cell, chargedAt, forms));
-    if (found.length > 0) {
-      const { cell, how } = found[0];
-      throw new CheckFailed(
-        t('step.13.stored', { table: cell.table, column: cell.column, row: cell.row, chargedAt, how: how === '' ? t('step.13.how.plain') : t('step.13.how.encoded', { how }) }),
-        t('step.13.stored.why'),
-        {
-          exchanges: [first, retry, elsewhere],
-          details: found.map((f) => t('step.13.found', { table: f.cell.table, column: f.cell.column, row: f.cell.row, how: f.how === '' ? t('step.13.how.plain') : f.how, bytes: f.cell.value.length })),
-        },
-      );
+    const env = { IDEM_KEYLESS_WINDOW_S: String(KEYLESS_WINDOW_S) };
+    const [a, b] = await Promise.all([ctx.startServer({ chargeMs: slow, priority: 300, env }), ctx.startServer({ ownCopy: true, chargeMs: slow, priority: 200, env })]);
+    ctx.keylessGrouping = 'same-answer';
+    // A payment under a key, and one without (a keyless record), each retried on A and on B.
+    const sent = [{ key: ctx.freshKey(), body: ctx.data.payment() }, { key: undefined, body: ctx.data.payment() }];
+    const exchanges: Exchange[] = [];
+    let cells: Cell[] = [];
+    let files: Cell[] = [];
+    const chargedAts: string[] = [];
+    for (const req of sent) {
+      const first = await ctx.pay(a, req);
+      expectStatus(first, 201, t(req.key === undefined ? 'step.13.keylessFirst' : 'check.first201'), t('step.13.first.why'));
+      const chargedAt = String(paymentOf(first).charged_at);
+      chargedAts.push(chargedAt);
+      await delay(REPLAY_GAP_MS);
+      const retry = await ctx.pay(a, req);
+      expectReplay(first, retry, t('step.13.replay.why'));
+      await delay(REPLAY_GAP_MS);
+      const elsewhere = await ctx.pay(b, req);
+      expectReplay(first, elsewhere, t('step.13.replay.why'));
+      exchanges.push(first, retry, elsewhere);
+      // Throws when the servers never made the file (they ignore IDEM_DB).
+      ctx.ledger(a);
+      const dbPath = ctx.database(a).dbPath;
+      cells = readCells(dbPath, [], PAYMENT_COLUMNS);
+      files = fileCells(ctx.createdBeside(a), path.dirname(dbPath));
+      const all = [...cells, ...files];
+      const forms = timestampForms(chargedAt);
+      const found = [...findHidden(all, chargedAt, forms), ...julianCopies(all, chargedAt).map((cell) => ({ cell, how: 'julian day' }))].filter((f) => !(f.how === '' || f.how === 'julian day') || !ownTime(f.cell, all));
+      if (found.length > 0) {
+        const { cell, how } = found[0];
+        const where = cell.column === '(file)' ? t('step.13.inFile', { file: cell.table }) : t('step.13.inTable', { table: cell.table, column: cell.column, row: cell.row });
+        throw new CheckFailed(
+          t('step.13.stored', { where, chargedAt, how: how === '' ? t('step.13.how.plain') : how === 'julian day' ? t('step.13.how.julian') : t('step.13.how.encoded', { how }) }),
+          t('step.13.stored.why'),
+          {
+            exchanges: [first, retry, elsewhere],
+            details: found.map((f) => t('step.13.found', { table: f.cell.table, column: f.cell.column, row: f.cell.row, how: f.how === '' ? t('step.13.how.plain') : f.how, bytes: f.cell.value.length })),
+          },
+        );
+      }
     }
     const tables = new Set(cells.map((c) => c.table));
-    return t('step.13.pass', { chargedAt, cells: cells.length, tables: tables.size });
+    return t('step.13.pass', { chargedAt: chargedAts.join(', '), cells: cells.length, tables: tables.size, files: files.length });
   },
   get hints() {
     return [t('step.13.hint.1'), t('step.13.hint.2'), t('step.13.hint.3')];

@@ -11,6 +11,7 @@ import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
 import type { Step } from '../../grader/track.js';
 import { saysReplayed } from './09-replayed.js';
+import { recordRows } from './11-expiry.js';
 import { linkTarget } from './14-state.js';
 
 /**
@@ -80,10 +81,11 @@ function chargesOf(ctx: LiveContext, server: ServerInstance, body: { user: strin
  * charges a whole window apart or more, a request meant to fall inside the window came
  * after it (the machine was too slow to tell), and an Error is returned (the step's verdict
  * is `error`). Two charges less than a window apart, or any other failure, are the
- * server's: the failure is returned as it is.
+ * server's: the failure is returned as it is. `from`: the charges before the window judged
+ * (the payment after the first window is judged from its own charge on).
  */
-function judgedInWindow(ctx: LiveContext, server: ServerInstance, body: { user: string; amount: number }, err: unknown): unknown {
-  const at = (ctx.charges(server) ?? []).filter((c) => c.user === body.user && c.amount === body.amount).map((c) => Date.parse(c.at));
+function judgedInWindow(ctx: LiveContext, server: ServerInstance, body: { user: string; amount: number }, err: unknown, from = 0): unknown {
+  const at = (ctx.charges(server) ?? []).filter((c) => c.user === body.user && c.amount === body.amount).map((c) => Date.parse(c.at)).slice(from);
   if (err instanceof CheckFailed && at.length >= 2 && at[1] - at[0] >= WINDOW_S * 1000) {
     return new Error(t('step.15.tooSlow', { window: WINDOW_S, ms: at[1] - at[0] }));
   }
@@ -159,14 +161,14 @@ async function keylessRace(ctx: LiveContext, server: ServerInstance): Promise<vo
  * grader's (judgedInWindow).
  * @throws CheckFailed naming the first broken rule; Error when the machine was too slow to tell
  */
-function expectKeylessReplay(ctx: LiveContext, a: ServerInstance, body: { user: string; amount: number }, first: Exchange, retry: Exchange, on: ServerInstance): void {
+function expectKeylessReplay(ctx: LiveContext, a: ServerInstance, body: { user: string; amount: number }, first: Exchange, retry: Exchange, on: ServerInstance, charges = 1, payments = 1): void {
   try {
     expectReplay(first, retry, t('step.15.replay.why'));
-    expectCharges(ctx, body, 1, [first, retry], t('step.15.replay.why'), a);
+    expectCharges(ctx, body, charges, [first, retry], t('step.15.replay.why'), a);
     const rows = keylessRows(ctx, a, body);
-    if (rows.length !== 1) throw new CheckFailed(t('step.15.rows', { count: rows.length }), t('step.15.replay.why'), { exchanges: [first, retry], ledger: rows });
+    if (rows.length !== payments) throw new CheckFailed(t('step.15.rows', { count: rows.length }), t('step.15.replay.why'), { exchanges: [first, retry], ledger: rows });
   } catch (err) {
-    throw judgedInWindow(ctx, a, body, err);
+    throw judgedInWindow(ctx, a, body, err, charges - 1);
   }
   if (!saysReplayed(retry)) {
     throw new CheckFailed(t('step.15.unmarked', { value: retry.replayed ?? t('step.15.noHeader') }), t('step.15.unmarked.why'), { exchanges: [first, retry] });
@@ -180,6 +182,42 @@ function expectKeylessReplay(ctx: LiveContext, a: ServerInstance, body: { user: 
   const same = 'target' in was && 'target' in is ? was.target === is.target : first.location.trim() === retry.location.trim();
   if (!same) {
     throw new CheckFailed(t('step.15.replayLocation', { first: first.location, location: retry.location }), t('step.15.replayLocation.why'), { exchanges: [first, retry] });
+  }
+}
+
+/**
+ * Requires a first answer (a new payment) not to say Idempotency-Replayed: true: it is no
+ * replay (step 09's rule, saysReplayed).
+ * @throws CheckFailed naming the request
+ */
+function expectUnmarked(exchange: Exchange, what: string): void {
+  if (saysReplayed(exchange)) throw new CheckFailed(t('step.15.firstMarked', { what }), t('step.15.firstMarked.why'), { exchanges: [exchange] });
+}
+
+/**
+ * The keyless records are deleted once their window is over: a window and
+ * AFTER_WINDOW_MS after the race, one more keyless payment is made, and then (a server
+ * that deletes from a timer of its own gets up to a window more) the rows of every table
+ * but ledger and refunds (recordRows, step 11's count) may be at most the records still
+ * young: that payment's, and those of the payments under a client's key (kept for the
+ * default TTL of a day).
+ * @throws CheckFailed when more are kept
+ */
+async function expectKeylessSwept(ctx: LiveContext, a: ServerInstance): Promise<void> {
+  await delay(WINDOW_S * 1000 + AFTER_WINDOW_MS);
+  const last = ctx.data.payment();
+  const paid = await ctx.pay(a, { body: last });
+  expectStatus(paid, 201, t('step.15.first'), t('step.15.first.why'));
+  const young = ctx.ledger(a).filter((row) => row.idempotency_key !== null).length + 1;
+  const dbPath = ctx.database(a).dbPath;
+  let { records, tables } = recordRows(dbPath);
+  const until = performance.now() + WINDOW_S * 1000;
+  while (records > young && performance.now() < until) {
+    await delay(100);
+    ({ records, tables } = recordRows(dbPath));
+  }
+  if (records > young) {
+    throw new CheckFailed(t('step.15.unbounded', { records, young, window: WINDOW_S, tables }), t('step.15.unbounded.why'), { exchanges: [paid] });
   }
 }
 
@@ -216,6 +254,7 @@ async function apartChecks(ctx: LiveContext, a: ServerInstance, startedC: Promis
   const pay = async (req: { key?: string; body: { user: string; amount: number } }, what: string, earlier = ours) => {
     const exchange = await ctx.pay(a, req);
     expectNew(exchange, earlier, what);
+    expectUnmarked(exchange, what);
     ours.push(exchange);
     return exchange;
   };
@@ -227,6 +266,10 @@ async function apartChecks(ctx: LiveContext, a: ServerInstance, startedC: Promis
   await pay({ key: fingerprint, body }, t('step.15.what.fingerprintKey', { key: fingerprint.slice(0, 12) }));
   await pay({ body: { user: body.user, amount: ctx.data.amount() } }, t('step.15.what.otherBody'));
   await pay({ body: { user: ctx.data.user(), amount: body.amount } }, t('step.15.what.otherUser'));
+  // The same user in capitals and with a space after it: other users, compared as sent.
+  for (const user of [body.user.toUpperCase(), `${body.user} `]) {
+    await pay({ body: { user, amount: body.amount } }, t('step.15.what.variantUser', { user: JSON.stringify(user), other: JSON.stringify(body.user) }));
+  }
   const other = ctx.data.payment();
   const otherFingerprint = labFingerprint(other);
   const keyedFirst = await pay({ key: otherFingerprint, body: other }, t('step.15.what.fingerprintKey', { key: otherFingerprint.slice(0, 12) }));
@@ -273,7 +316,10 @@ async function payAt(ctx: LiveContext, server: ServerInstance, body: { user: str
  * their own; a client's key equal to the body's fingerprint meets no derived key (either
  * way round); an empty Idempotency-Key is not keyless (400), and with the variable unset
  * (C) a keyless request is refused with 400 as in step 03. Then ten identical keyless
- * requests at once under a held write lock charge once. What it cannot catch: a derived
+ * requests at once under a held write lock charge once. No first answer (a keyless one, the
+ * payment after the window) says Idempotency-Replayed: true; the payment after the window
+ * is retried at once and replays; the first user in capitals and with a space after it
+ * are other users; a window after the race the keyless records are deleted (expectKeylessSwept). What it cannot catch: a derived
  * key kept among client keys under a prefix of the server's own (`keyless:` and the
  * fingerprint, say) meets a client that sends that text, but the grader cannot guess the
  * prefix; only the bare fingerprint (labFingerprint) is tried. The audit counts keyless
@@ -327,7 +373,10 @@ export const step: Step = {
         await pairs[0].first;
         await delay(Math.max(0, firstAnswered + WINDOW_S * 1000 + AFTER_WINDOW_MS - performance.now()));
         const charged = chargesOf(ctx, a, body);
-        return { charged, exchange: await ctx.pay(a, { body }) };
+        const exchange = await ctx.pay(a, { body });
+        const chargedThen = chargesOf(ctx, a, body);
+        // Its retry, at once: the new window dedupes as the first did.
+        return { charged, exchange, chargedThen, retry: await ctx.pay(a, { body }) };
       })();
       for (const p of [...pairs.flatMap((pair) => [pair.first, pair.retry]), onB, afterWindow] as Array<Promise<unknown>>) kept(p);
 
@@ -350,6 +399,7 @@ export const step: Step = {
           verdict(t('step.15.part.pair', { n: i + 1, count: SPREAD_BODIES, ms: Math.round(sent - firstSent) }), () => {
             expectStatus(firstOf, 201, t('step.15.first'), t('step.15.first.why'));
             paymentOf(firstOf);
+            expectUnmarked(firstOf, t('step.15.what.first'));
             expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a);
           }),
         ),
@@ -368,15 +418,18 @@ export const step: Step = {
       await given(verdictOnB);
 
       // After the window (counted from the first request, not from its last replay): the same body is a new payment.
-      const { charged, exchange: later } = await afterWindow;
+      const { charged, exchange: later, chargedThen, retry: laterRetry } = await afterWindow;
       expectNew(later, ours, t('step.15.what.afterWindow', { window: WINDOW_S }));
-      if (chargesOf(ctx, a, body) !== charged + 1) {
+      expectUnmarked(later, t('step.15.what.afterWindow', { window: WINDOW_S }));
+      if (chargedThen !== charged + 1) {
         throw new CheckFailed(t('step.15.afterWindowCharge', { window: WINDOW_S }), t('step.15.afterWindow.why'), { exchanges: [first, later] });
       }
+      await inPart(t('step.15.part.afterWindowRetry'), async () => expectKeylessReplay(ctx, a, body, later, laterRetry, a, charged + 1, 2));
 
       // Every timed request is answered by now: the race holds the database's write lock alone.
       await Promise.allSettled(pending);
       await keylessRace(ctx, a);
+      await expectKeylessSwept(ctx, a);
       return t('step.15.pass', { size: RACE_SIZE, window: WINDOW_S });
     } finally {
       // Every start and every request is over before the check ends, so that the engine stops what came up.

@@ -9,6 +9,8 @@ import type { Step } from '../../grader/track.js';
 import type { Exchange } from '../../grader/types.js';
 
 const why = () => t('step.04.why');
+/** Why a conflict must be refused, quoting the amounts the check sent. */
+const whyLive = (first: number, then: number) => t('step.04.live.why', { first, then });
 
 /**
  * A refusal carries no payment: neither the first payment's id nor its charge time may
@@ -61,9 +63,10 @@ export const step: Step = {
     const first = await ctx.pay(server, { key, body });
     expectStatus(first, 201, t('check.first201'), t('step.04.first201.why'));
     const firstPayment = paymentOf(first);
-    const otherBody = { user: body.user, amount: body.amount * 100 + 99 };
+    // A near amount (one more): a fingerprint of a rounded amount (amount // 100) takes it for the first.
+    const otherBody = { user: body.user, amount: body.amount + 1 };
     const other = await ctx.pay(server, { key, body: otherBody });
-    expectStatus(other, 422, t('step.04.other', { first: body.amount, then: otherBody.amount }), why());
+    expectStatus(other, 422, t('step.04.other', { first: body.amount, then: otherBody.amount }), whyLive(body.amount, otherBody.amount));
     expectNoPayment(other, firstPayment, [first, other]);
     expectCharges(ctx, otherBody, 0, [first, other], t('step.04.conflictCharged.why'));
     // Other users under the same key: refused (keys global), or each that user's own new
@@ -119,7 +122,7 @@ export const step: Step = {
     const laterBody = { user: body.user, amount: ctx.data.amount() };
     const later = await ctx.pay(server, { key, body: laterBody });
     exchanges.push(again, later);
-    expectStatus(later, 422, t('step.04.afterReplay', { first: body.amount, then: laterBody.amount }), why());
+    expectStatus(later, 422, t('step.04.afterReplay', { first: body.amount, then: laterBody.amount }), whyLive(body.amount, laterBody.amount));
     expectNoPayment(later, firstPayment, exchanges);
     expectCharges(ctx, laterBody, 0, exchanges, t('step.04.conflictCharged.why'));
     expectRows(ctx, key, 1 + theirOwn, exchanges, t('step.04.againRows.why'));

@@ -1,11 +1,13 @@
-import { expect, inPart } from '../../grader/failure.js';
+import path from 'node:path';
+import { CheckFailed, expect, inPart } from '../../grader/failure.js';
 import { t } from '../../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../../grader/paste.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { LOCK_HOLD_MS, RACE_SIZE, raceRound } from '../../grader/race.js';
 import { slowDatabaseTimeouts } from '../../grader/http.js';
 import type { Step } from '../../grader/track.js';
-import type { LiveContext } from '../../grader/context.js';
+import type { CheckDatabase, LiveContext } from '../../grader/context.js';
+import type { Exchange } from '../../grader/types.js';
 import type { ServerInstance } from '../../grader/server.js';
 
 const RESTART = /restart|\bstop\b|\bkill\b|server\.py|재시작|다시 시작|重启|重新启动/i;
@@ -50,6 +52,7 @@ async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
   // Nothing else in this round: a payment of another key ahead of the raced one in a
   // process's lock would let the other instance claim first, and the race would be lost.
   await raceRound(ctx, servers, 1, { data: ctx.data.fork('slow-split'), timeouts, lockDatabase: true });
+  expectNothingBeside(ctx, database, ctx.exchanges.slice(-3));
 }
 
 /**
@@ -68,6 +71,7 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
   const first = await ctx.pay(a, { key, body });
   expectStatus(first, 201, t('check.first201'), t('step.06.first201.why'));
   paymentOf(first);
+  expectNothingBeside(ctx, undefined, [first]);
   await ctx.stopServer(a);
   ctx.renewCopies();
   const [b, c] = await Promise.all([ctx.startServer({ priority: 500 }), ctx.startServer({ ownCopy: true, priority: 500 })]);
@@ -96,6 +100,22 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
     // (A look-up after another write is raced on the slow database, slowDatabaseSplit.)
     await raceRound(ctx, [b, c], 1, { lockDatabase: true });
   });
+  expectNothingBeside(ctx, undefined, ctx.exchanges.slice(-3));
+}
+
+/**
+ * Instances share only the database (docs/server-contract.md): a server that created
+ * anything beside IDEM_DB (LiveContext.createdBeside: a lock file, a cache, a folder of
+ * per-key files; sqlite's -wal, -shm and -journal and the statement excepted) keeps state
+ * there that the contract does not share between instances, however well it works here.
+ * @param database the database (default: the check's own)
+ * @throws CheckFailed naming what was created
+ */
+function expectNothingBeside(ctx: LiveContext, database: CheckDatabase | undefined, exchanges: Exchange[]): void {
+  const created = ctx.createdBeside(database);
+  if (created.length > 0) {
+    throw new CheckFailed(t('step.06.beside', { files: created.map((f) => path.basename(f)).join(', ') }), t('step.06.beside.why'), { exchanges, details: created });
+  }
 }
 
 /**
