@@ -11,6 +11,7 @@ import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
 import type { Exchange, LedgerRow } from './types.js';
 import type { KeylessGrouping } from './audit.js';
+import { labelledOutput } from './printed.js';
 
 export type { Charge } from './statement.js';
 
@@ -343,12 +344,12 @@ export class LiveContext {
     return this.servers.filter((s) => s.leftRunning > 0).map((s) => ({ server: s.label, count: s.leftRunning }));
   }
 
-  /** The last output of every instance (or of those labelled `labels`), labelled, for a failure report. */
+  /**
+   * The last output of every instance (or of those labelled `labels`) for a failure report:
+   * every line `[A] …` with the label of the server that printed it, in print order (printed.ts).
+   */
   serverOutput(labels?: string[]): string {
-    return this.servers
-      .filter((s) => s.output().trim() !== '' && (labels === undefined || labels.length === 0 || labels.includes(s.label)))
-      .map((s) => `[server ${s.label}, port ${s.port}]\n${s.output().trimEnd()}`)
-      .join('\n');
+    return labelledOutput(this.servers.filter((s) => labels === undefined || labels.length === 0 || labels.includes(s.label)));
   }
 
   /** A key no earlier request of this check used, from the seed: a UUID. */
