@@ -57,3 +57,9 @@ export function configForTrack(config: GradingConfig, track: Track): GradingConf
   if (config.required === undefined || track.steps.some((s) => config.required!.includes(s.id))) return config;
   return { ...config, required: undefined };
 }
+
+/** A track's name in the learner's language (`advanced`, `심화`, `进阶`); its id when it has no name there. */
+export function trackName(track: Track): string {
+  const key = `track.name.${track.id}`;
+  return key === 'track.name.basic' || key === 'track.name.advanced' ? t(key) : track.id;
+}

@@ -5,7 +5,7 @@ import { SetupError } from '../grader/failure.js';
 import { DEFAULT_COMMAND, type ServerCommand } from '../grader/server.js';
 import { readRegularSync } from '../grader/safe-read.js';
 import type { Status } from '../grader/types.js';
-import { LAB_DIR } from './paths.js';
+import { isToolFolder, LAB_DIR } from './paths.js';
 import { isSameProcess, processIdentity } from './procs.js';
 import { copyFileAtomic, makeDir, rethrowFileProblem, writeFileAtomic } from './safe-fs.js';
 import { jsonErrorWhere, t, type Lang } from '../i18n/index.js';
@@ -399,8 +399,9 @@ function layUnderLock(dir: string, force: boolean, lang: Lang, track: TrackId): 
 }
 
 /**
- * Checks that a folder can be graded: it exists and holds server.py (or names another
- * server command in idem-lab.json as {"server": ["node", "server.js"]}).
+ * Checks that a folder can be graded: it exists, is not idem-lab's own folder (paths.ts
+ * isToolFolder), and holds server.py (or names another server command in idem-lab.json
+ * as {"server": ["node", "server.js"]}).
  * @returns the absolute workspace path and the server command
  * @throws SetupError saying what is missing
  */
@@ -410,6 +411,8 @@ export function openWorkspace(dir: string): { workspace: string; command: Server
     throw new SetupError(t('cli.noFolder', { dir: workspace }));
   }
   if (!fs.statSync(workspace).isDirectory()) throw new SetupError(t('cli.isFile', { dir: workspace }));
+  // The tool's own folder (where a learner lands after cloning it) is never a workspace: say where to go.
+  if (isToolFolder(workspace)) throw new SetupError(t('cli.inRepository', { dir: workspace }));
   const command = configuredCommand(workspace);
   if (!command && !fs.existsSync(path.join(workspace, 'server.py'))) {
     throw new SetupError(t('cli.noServerPy', { dir: workspace }));
