@@ -4,7 +4,7 @@
  * process's own streams) and returns the process exit code (0 done, 1 failed, 2 setup).
  */
 import path from 'node:path';
-import { language, t, type MessageKey } from '../i18n/index.js';
+import { language, listOf, type MessageKey, t } from '../i18n/index.js';
 import { send, DEFAULT_PAYMENT } from '../grader/http.js';
 import { readLedger } from '../grader/ledger.js';
 import { formatStatement, readStatement } from '../grader/statement.js';
@@ -110,7 +110,7 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
     s.startedAt ??= new Date().toISOString();
     if (chosen) s.track = chosen.id;
   });
-  if (report.written.length) out.log(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
+  if (report.written.length) out.log(t('cli.laidOut', { files: listOf(report.written), dir: workspace }));
   if (report.kept.length) out.log(t(report.kept.length === 1 ? 'cli.kept.one' : 'cli.kept.many', { files: report.kept.join(', ') }));
   if (report.backup) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, report.backup) })));
   if (trackId === 'advanced') {
@@ -313,7 +313,7 @@ export function resetCommand(selector: string, options: WorkspaceOptions): numbe
   const { workspace } = openWorkspace(workspaceDir(options));
   const step = chooseSteps([selector], currentTrack(workspace))[0];
   const name = step.live ? 'server.py' : step.file?.name;
-  if (!name) throw new SetupError(t('cli.unknownStep', { step: selector, list: allSteps().map((s) => s.id).join(', ') }));
+  if (!name) throw new SetupError(t('cli.unknownStep', { step: selector, list: listOf(allSteps().map((s) => s.id)) }));
   const file = path.join(workspace, name);
   const backup = backUp(workspace, [name]);
   if (step.live) {
@@ -346,7 +346,7 @@ export function restoreCommand(which: string | undefined, options: WorkspaceOpti
   const backups = listBackups(workspace);
   if (backups.length === 0) throw new SetupError(t('cli.restore.none'));
   const chosen = which === undefined ? backups[backups.length - 1] : backups.find((b) => path.basename(b) === path.basename(which));
-  if (!chosen) throw new SetupError(t('cli.restore.unknown', { backup: which ?? '', list: backups.map((b) => path.basename(b)).join(', ') }));
+  if (!chosen) throw new SetupError(t('cli.restore.unknown', { backup: which ?? '', list: listOf(backups.map((b) => path.basename(b))) }));
   const files = backupFiles(chosen);
   const changed = files.filter((f) => !fs.existsSync(path.join(workspace, f)) || sha256(path.join(workspace, f)) !== sha256(path.join(chosen, f)));
   const before = backUp(workspace, changed);
@@ -354,7 +354,7 @@ export function restoreCommand(which: string | undefined, options: WorkspaceOpti
     fs.mkdirSync(path.dirname(path.join(workspace, f)), { recursive: true });
     fs.copyFileSync(path.join(chosen, f), path.join(workspace, f));
   }
-  out.log(t('cli.restore.done', { files: files.join(', '), dir: path.relative(workspace, chosen) }));
+  out.log(t('cli.restore.done', { files: listOf(files), dir: path.relative(workspace, chosen) }));
   if (before) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, before) })));
   if (changed.includes('server.py')) out.log(c.dim(t('cli.restore.restart')));
   return 0;
@@ -488,7 +488,7 @@ export function labSummary(workspace: string, c: ChalkInstance = processOutput()
   for (const step of track.steps) lines.push(`  ${c.green('✓')} ${step.id} ${step.slug.padEnd(9)} ${t(`summary.${step.id}` as MessageKey)}`);
   lines.push('');
   if (startedAt) lines.push(t('summary.took', { duration: formatDuration(Date.parse(last) - Date.parse(startedAt)), from: localTime(startedAt), to: localTime(last) }));
-  lines.push(t('summary.answers', { dir: workspace, files: files.join(', ') }));
+  lines.push(t('summary.answers', { dir: workspace, files: listOf(files) }));
   lines.push(c.dim(t('summary.solutions')));
   return lines.join('\n');
 }

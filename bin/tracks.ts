@@ -7,7 +7,7 @@ import { BASIC, TRACKS, trackById } from '../steps/index.js';
 import { selectSteps, type Step, type Track } from '../grader/track.js';
 import { readState } from '../lab/workspace.js';
 import { SetupError } from '../grader/failure.js';
-import { t } from '../i18n/index.js';
+import { listOf, t } from '../i18n/index.js';
 import type { GradingConfig } from '../grader/grading.js';
 
 /** The track the workspace follows (basic without a workspace, or when its state names none). */
@@ -38,7 +38,7 @@ export function chooseSteps(selectors: string[], track: Track): Step[] {
 export function resolveTrack(id: string | undefined, workspace?: string): Track {
   if (id === undefined) return currentTrack(workspace);
   const track = trackById(id.trim().toLowerCase());
-  if (!track) throw new SetupError(t('cli.track.unknown', { track: id, list: TRACKS.map((tr) => tr.id).join(', ') }));
+  if (!track) throw new SetupError(t('cli.track.unknown', { track: id, list: listOf(TRACKS.map((tr) => tr.id)) }));
   return track;
 }
 

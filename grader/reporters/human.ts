@@ -1,6 +1,6 @@
 import { Chalk, type ChalkInstance } from 'chalk';
 import { BODY_PREVIEW_CHARS, curlCommand, formatExchange, formatLedger } from '../wire.js';
-import { language, t } from '../../i18n/index.js';
+import { language, listOf, t } from '../../i18n/index.js';
 import type { Exchange, StepResult } from '../types.js';
 import { splitLabel } from '../printed.js';
 import { formatPoints, type GradeReport } from '../grading.js';
@@ -250,7 +250,7 @@ export function formatSummary(results: StepResult[], c: ChalkInstance, report?: 
   const passed = results.filter((r) => r.status === 'pass').length;
   const failing = results.filter((r) => r.status !== 'pass').map((r) => r.id);
   const line = t(results.length === 1 ? 'report.summary.one' : 'report.summary.many', { passed, total: results.length });
-  let summary = failing.length === 0 ? c.green(line) : `${c.red(line)}${sentenceGap()}${t('report.todo', { ids: failing.join(', ') })}`;
+  let summary = failing.length === 0 ? c.green(line) : `${c.red(line)}${sentenceGap()}${t('report.todo', { ids: listOf(failing) })}`;
   if (report) summary += `${sentenceGap()}${t('report.score', { score: formatPoints(report.score), max: formatPoints(report.maxScore) })}`;
   if (report?.status === 'error' && report.message) summary += `\n${c.yellow(report.message)}`;
   return summary;
