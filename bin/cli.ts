@@ -265,6 +265,7 @@ program
   .option('--seed <n>', t('help.chaos.seed'))
   .option('--no-key', t('help.chaos.noKey'))
   .option('--timeout <seconds>', t('help.chaos.timeout'))
+  .option('--ascii', t('help.chaos.ascii'))
   .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
   .addHelpText('after', `\n${t('help.chaos.exit')}`)
   .action((opts) => run(async () => (await import('./chaos-command.js')).chaosCommand(opts))());
