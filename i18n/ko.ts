@@ -220,7 +220,7 @@ export const ko: Record<MessageKey, string> = {
   'report.summary.one': '{total}개 단계 중 {passed}개 통과.',
   'report.summary.many': '{total}개 단계 중 {passed}개 통과.',
   'report.todo': '남은 단계: {ids}.',
-  'report.score': '점수: {max}점 중 {score}점.',
+  'report.score': '점수: {score}/{max}.',
   'report.progress': '진행: {total}개 단계 중 {passed}개 통과.',
 
   'cli.lang.unknown': '"{lang}" 언어로 된 실습은 없습니다. 대신 {using} 언어로 진행합니다.',

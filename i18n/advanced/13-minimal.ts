@@ -33,15 +33,15 @@ export const ko: Record<keyof typeof en, string> = {
 /** 中文。 */
 export const zh: Record<keyof typeof en, string> = {
   'step.13.title': '只存重放需要的东西',
-  'step.13.hint.1': '付款完成后，记录只需要两件事：状态，以及它生成了账本里的哪一行（payment_id）。',
-  'step.13.hint.2': '重放时从账本读回那一行，按第一次回应的字段逐个用它填好。',
-  'step.13.hint.3': 'charged_at 就是账本那一行的 created_at。把整个回应复制到别处，哪怕编码过，也会多出一份可能和账本对不上的副本。',
-  'step.13.first.why': '没有第一笔付款，就没有东西可存。',
-  'step.13.replay.why': '用账本重建的重放必须和第一次回应完全一样：payment_id、user、amount、charged_at 都相同。',
-  'step.13.stored': '表 {table} 的 {column} 列第 {row} 行存着第一次回应的 charged_at（{chargedAt}，{how}）：它只应该在账本里。',
-  'step.13.stored.why': '存下整个回应的记录是付款的第二份副本，每个回应都让它变大，还可能和账本不一致；重建回应只需要状态和付款的 id。',
+  'step.13.hint.1': '支付完成后，记录只需要两件事：状态，以及它生成了账本里的哪一行（payment_id）。',
+  'step.13.hint.2': '重放时从账本读回那一行，按第一次响应的字段逐个用它填好。',
+  'step.13.hint.3': 'charged_at 就是账本那一行的 created_at。把整个响应复制到别处，哪怕编码过，也会多出一份可能和账本对不上的副本。',
+  'step.13.first.why': '没有第一笔支付，就没有东西可存。',
+  'step.13.replay.why': '用账本重建的重放必须和第一次响应完全一样：payment_id、user、amount、charged_at 都相同。',
+  'step.13.stored': '表 {table} 的 {column} 列第 {row} 行存着第一次响应的 charged_at（{chargedAt}，{how}）：它只应该在账本里。',
+  'step.13.stored.why': '存下整个响应的记录是支付的第二份副本，每个响应都让它变大，还可能和账本不一致；重建响应只需要状态和支付的 id。',
   'step.13.how.plain': '原样',
   'step.13.how.encoded': '解开 {how} 之后',
   'step.13.found': '{table}.{column} 第 {row} 行（{bytes} 字节）：{how}',
-  'step.13.pass': '在 A 和另一台服务器上的两次重放都等于第一次回应；账本之外 {tables} 张表里的 {cells} 个值，用常见编码解开后也都没有它的 charged_at（{chargedAt}）。',
+  'step.13.pass': '在 A 和另一台服务器上的两次重放都等于第一次响应；账本之外 {tables} 张表里的 {cells} 个值，用常见编码解开后也都没有它的 charged_at（{chargedAt}）。',
 };
