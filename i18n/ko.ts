@@ -665,7 +665,7 @@ export const ko: Record<MessageKey, string> = {
   'chaos.chart.heading': '재시도 전 대기 시간 (전체 지터: n번째 재시도는 0부터 min({cap}, {base} × 2^(n-1)) ms 사이의 무작위 시간만큼 기다립니다):',
   'chaos.chart.retry': '재시도 {n}',
   'chaos.chart.barLegend': '({bar} 하나가 재시도 몇 개를 나타냅니다. 막대 뒤의 수는 그만큼 기다린 재시도의 수입니다)',
-  'chaos.chart.dotLegend': '(재시도 차수마다 한 줄, 왼쪽 {rail}의 0 ms부터 오른쪽 {rail}의 상한까지 {width}칸입니다. {mark}는 대기가 떨어진 칸, {empty}는 아무 대기도 없던 칸이고, 뒤의 수는 대기의 수입니다)',
+  'chaos.chart.dotLegend': '(재시도 차수마다 한 줄, 왼쪽 {rail}의 0 ms부터 오른쪽 {rail}의 상한까지 {width}칸입니다. {mark} 표시는 대기가 떨어진 칸, {empty} 표시는 아무 대기도 없던 칸이고, 뒤의 수는 대기의 수입니다)',
   'chaos.doubled.heading': '두 번 이상 결제된 결제:',
   'chaos.doubled.line': '{key}  {user}  {amount}: 결제 {n}번',
   'chaos.doubled.more': '외 {n}건',
