@@ -24,7 +24,7 @@ import { DEFAULT_BACKOFF } from '../grader/chaos/backoff.js';
 import { DEFAULT_FAULTS } from '../grader/chaos/faults.js';
 import { CHAOS_DEFAULTS, runChaos, type ChaosResult } from '../grader/chaos/run.js';
 import { exactlyOnce } from '../grader/chaos/tally.js';
-import { formatTally, formatWaits } from '../grader/chaos/render.js';
+import { chartCharset, formatTally, formatWaits } from '../grader/chaos/render.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { workspaceDir } from '../lab/paths.js';
 import { sandboxFor, sandboxWarning, seedOption } from './check-command.js';
@@ -44,7 +44,12 @@ export interface ChaosCommandOptions {
   timeout?: string;
   /** --sandbox auto|required|off, as for `check` (default auto). */
   sandbox?: string;
+  /** --ascii: draw the charts with ASCII characters only (see render.ts chartCharset). */
+  ascii?: boolean;
 }
+
+/** How many of the payments charged more than once the verdict lists by key. */
+const DOUBLED_SHOWN = 10;
 
 /** The most payments one run makes. */
 export const MAX_PAYMENTS = 500;
@@ -79,7 +84,13 @@ export function chaosVerdict(result: ChaosResult, keyed: boolean): { ok: boolean
   const { tally } = result;
   const lines: string[] = [];
   const n = tally.payments;
-  if (tally.duplicates > 0) lines.push(t(keyed ? 'chaos.verdict.duplicates' : 'chaos.verdict.noKeyDuplicates', { n: tally.duplicates, payments: n }));
+  if (tally.duplicates > 0) {
+    lines.push(t(keyed ? 'chaos.verdict.duplicates' : 'chaos.verdict.noKeyDuplicates', { n: tally.duplicates, payments: n }));
+    // Which ones: the keys to look up in ./ledger.sh and ./statement.sh.
+    lines.push(t('chaos.doubled.heading'));
+    for (const d of tally.doubled.slice(0, DOUBLED_SHOWN)) lines.push(`  ${t('chaos.doubled.line', { key: d.key ?? t('chaos.doubled.noKey'), user: d.user, amount: d.amount, n: d.charges })}`);
+    if (tally.doubled.length > DOUBLED_SHOWN) lines.push(`  ${t('chaos.doubled.more', { n: tally.doubled.length - DOUBLED_SHOWN })}`);
+  }
   if (tally.missing > 0) lines.push(t('chaos.verdict.missing', { n: tally.missing }));
   if (tally.strayCharges > 0 || tally.strayRows > 0) lines.push(t('chaos.verdict.strays', { charges: tally.strayCharges, rows: tally.strayRows }));
   const charged = tally.chargesPerPayment.filter((c) => c > 0).length;
@@ -144,7 +155,7 @@ export async function chaosCommand(options: ChaosCommandOptions, write: (text: s
   say();
   for (const line of formatTally(result.tally)) say(`  ${line}`);
   say();
-  for (const line of formatWaits(result.tally.retryWaitsMs, DEFAULT_BACKOFF)) say(line);
+  for (const line of formatWaits(result.tally.retryWaitsMs, DEFAULT_BACKOFF, chartCharset(options.ascii))) say(line);
   say();
   const verdict = chaosVerdict(result, settings.keyed);
   for (const line of verdict.lines) say(verdict.ok ? colour.green(line) : colour.red(line));

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { t } from '../i18n/index.js';
+import { listOf, t } from '../i18n/index.js';
 import path from 'node:path';
 import { SetupError } from '../grader/failure.js';
 import { grade, makeGraderTempDir } from '../grader/engine.js';
@@ -238,7 +238,7 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
     out.log(formatSummary(results, c, report));
     out.log(formatProgress(passedIn(track, workspace), track.steps.length, c));
     const passed = results.filter((r) => r.status === 'pass').map((r) => r.id);
-    if (passed.length) out.log(c.dim(t('solution.open', { ids: passed.join(', '), id: passed[passed.length - 1] })));
+    if (passed.length) out.log(c.dim(t('solution.open', { ids: listOf(passed), id: passed[passed.length - 1] })));
     if (passedBefore < track.steps.length && passedIn(track, workspace) === track.steps.length) out.log(`\n${labSummary(workspace, c, track)}`);
   }
   writeReports(report, choices, { github: githubOptions(workspace, command), stdout: out.write });

@@ -26,7 +26,7 @@ import { execa } from 'execa';
 import { Document, isScalar, visit, type Scalar } from 'yaml';
 import { SetupError } from '../grader/failure.js';
 import { CONFIG_FILE, DEFAULT_POINTS } from '../grader/grading.js';
-import { t } from '../i18n/index.js';
+import { listOf, t } from '../i18n/index.js';
 import { STEPS } from '../steps/index.js';
 import { PACKAGE_ROOT } from '../lab/paths.js';
 import { outputOf, type Output } from './output.js';
@@ -403,8 +403,8 @@ function addIgnores(file: string, wanted: readonly string[]): boolean {
 export async function ciInitCommand(options: CiInitOptions): Promise<number> {
   const report = await ciInit(options);
   const out = outputOf(options);
-  out.log(t('ci.wrote', { files: report.written.join(', ') }));
-  if (report.kept.length) out.log(t('ci.kept', { files: report.kept.join(', ') }));
+  out.log(t('ci.wrote', { files: listOf(report.written) }));
+  if (report.kept.length) out.log(t('ci.kept', { files: listOf(report.kept) }));
   if (options.cohort) {
     out.log(t('ci.next.cohort', { roster: ROSTER_FILE }));
     return 0;

@@ -4,6 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import stringWidth from 'string-width';
 import { Command, CommanderError, Help, InvalidArgumentError } from 'commander';
 import { SetupError } from '../grader/failure.js';
 import { fileProblem } from '../lab/safe-fs.js';
@@ -79,6 +80,11 @@ export function translateCommanderError(text: string): string {
   return `${t('cli.err.prefix', { message })}${hint}\n`;
 }
 
+/** commander's `[options]` and `[command]` in a usage line, in the learner's language. */
+function localPlaceholders(usage: string): string {
+  return usage.replace(/\[options\]/g, t('help.usage.options')).replace(/\[command\]/g, t('help.usage.command'));
+}
+
 /** commander's help with its headings and `default:` notes in the learner's language. */
 class LabHelp extends Help {
   styleTitle(title: string): string {
@@ -90,6 +96,20 @@ class LabHelp extends Help {
       'Global Options:': 'help.globalOptions',
     };
     return super.styleTitle(titles[title] ? t(titles[title]) : title);
+  }
+
+  /** `idem-lab [options] [command]` with the placeholders in the learner's language (`idem-lab [选项] [命令]`). */
+  commandUsage(command: Command): string {
+    return localPlaceholders(super.commandUsage(command));
+  }
+
+  /** Columns a term takes in a terminal: a Chinese or Korean character takes two (commander counts one). */
+  displayWidth(text: string): number {
+    return stringWidth(text);
+  }
+
+  subcommandTerm(command: Command): string {
+    return localPlaceholders(super.subcommandTerm(command));
   }
 
   optionDescription(option: Parameters<Help['optionDescription']>[0]): string {
@@ -245,6 +265,7 @@ program
   .option('--seed <n>', t('help.chaos.seed'))
   .option('--no-key', t('help.chaos.noKey'))
   .option('--timeout <seconds>', t('help.chaos.timeout'))
+  .option('--ascii', t('help.chaos.ascii'))
   .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
   .addHelpText('after', `\n${t('help.chaos.exit')}`)
   .action((opts) => run(async () => (await import('./chaos-command.js')).chaosCommand(opts))());

@@ -4,7 +4,7 @@
  * process's own streams) and returns the process exit code (0 done, 1 failed, 2 setup).
  */
 import path from 'node:path';
-import { language, t, type MessageKey } from '../i18n/index.js';
+import { language, listOf, type MessageKey, t } from '../i18n/index.js';
 import { send, DEFAULT_PAYMENT } from '../grader/http.js';
 import { readLedger } from '../grader/ledger.js';
 import { formatStatement, readStatement } from '../grader/statement.js';
@@ -13,12 +13,12 @@ import { formatProgress } from '../grader/reporters/human.js';
 import type { ChalkInstance } from 'chalk';
 import { formatExchange, formatLedger, shellQuote } from '../grader/wire.js';
 import type { Step, Track } from '../grader/track.js';
-import { allSteps, chooseSteps, currentTrack, passedIn, resolveTrack } from './tracks.js';
+import { allSteps, chooseSteps, currentTrack, passedIn, resolveTrack, trackName } from './tracks.js';
 import { upgradeFrame } from '../lab/frame.js';
 import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from '../lab/runner.js';
 import { readSheet, sheetSection } from '../lab/sheet.js';
 import fs from 'node:fs';
-import { LAB_DIR, PACKAGE_ROOT, workspaceDir } from '../lab/paths.js';
+import { isToolFolder, LAB_DIR, PACKAGE_ROOT, workspaceDir } from '../lab/paths.js';
 import { backUp, backupFiles, layWorkspace, listBackups, openWorkspace, readState, sha256, updateState } from '../lab/workspace.js';
 import { outputOf, processOutput, type Output } from './output.js';
 
@@ -98,6 +98,8 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
   const out = outputOf(options);
   const { c } = out;
   const workspace = workspaceDir(options);
+  // Run in a clone of the tool with no --dir, start would lay the lab out among the tool's own files.
+  if (isToolFolder(workspace)) throw new SetupError(t('cli.startInRepository', { dir: workspace }));
   // The command line chose the language (--lang, else this workspace's, else LANG/LC_ALL).
   const lang = language();
   const chosen = options.track === undefined ? undefined : resolveTrack(options.track);
@@ -108,7 +110,7 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
     s.startedAt ??= new Date().toISOString();
     if (chosen) s.track = chosen.id;
   });
-  if (report.written.length) out.log(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
+  if (report.written.length) out.log(t('cli.laidOut', { files: listOf(report.written), dir: workspace }));
   if (report.kept.length) out.log(t(report.kept.length === 1 ? 'cli.kept.one' : 'cli.kept.many', { files: report.kept.join(', ') }));
   if (report.backup) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, report.backup) })));
   if (trackId === 'advanced') {
@@ -118,13 +120,30 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
   }
   const { command } = openWorkspace(workspace);
   const code = printStart(await startLabServer(workspace, command, options.port), workspace, out);
-  if (options.brief) return code;
+  // Step 01 and the sheet's ./probe.sh run in the workspace: said last, where it is read.
+  const cd = cdAdvice(workspace);
+  if (options.brief) {
+    if (cd) out.log(c.bold(cd));
+    return code;
+  }
   const onPath = await pathAdvice();
   if (onPath) out.log(`\n${c.yellow(onPath)}`);
   out.log(`\n${t('cli.stepsHeading')}\n${stepList(workspace, c)}\n`);
   out.log(sheetSection(readSheet(workspace), currentTrack(workspace).steps[0].id) ?? '');
   out.log(`\n${c.dim(t('cli.startFooter'))}`);
+  if (cd) out.log(c.bold(cd));
   return code;
+}
+
+/**
+ * `Next: cd /home/me/idem-lab. …` when the current directory is not in `workspace` (the
+ * sheet's ./probe.sh and step 01 run there), else undefined. The folder is quoted for a
+ * POSIX shell when it needs to be.
+ */
+export function cdAdvice(workspace: string, cwd: string = process.cwd()): string | undefined {
+  const inside = path.relative(workspace, path.resolve(cwd));
+  if (inside === '' || (!inside.startsWith('..') && !path.isAbsolute(inside))) return undefined;
+  return t('cli.cd', { dir: shellQuote(workspace) });
 }
 
 /** `idem-lab stop`: stop the recorded server by its process group. */
@@ -310,7 +329,7 @@ export function resetCommand(selector: string, options: WorkspaceOptions): numbe
   const { workspace } = openWorkspace(workspaceDir(options));
   const step = chooseSteps([selector], currentTrack(workspace))[0];
   const name = step.live ? 'server.py' : step.file?.name;
-  if (!name) throw new SetupError(t('cli.unknownStep', { step: selector, list: allSteps().map((s) => s.id).join(', ') }));
+  if (!name) throw new SetupError(t('cli.unknownStep', { step: selector, list: listOf(allSteps().map((s) => s.id)) }));
   const file = path.join(workspace, name);
   const backup = backUp(workspace, [name]);
   if (step.live) {
@@ -343,7 +362,7 @@ export function restoreCommand(which: string | undefined, options: WorkspaceOpti
   const backups = listBackups(workspace);
   if (backups.length === 0) throw new SetupError(t('cli.restore.none'));
   const chosen = which === undefined ? backups[backups.length - 1] : backups.find((b) => path.basename(b) === path.basename(which));
-  if (!chosen) throw new SetupError(t('cli.restore.unknown', { backup: which ?? '', list: backups.map((b) => path.basename(b)).join(', ') }));
+  if (!chosen) throw new SetupError(t('cli.restore.unknown', { backup: which ?? '', list: listOf(backups.map((b) => path.basename(b))) }));
   const files = backupFiles(chosen);
   const changed = files.filter((f) => !fs.existsSync(path.join(workspace, f)) || sha256(path.join(workspace, f)) !== sha256(path.join(chosen, f)));
   const before = backUp(workspace, changed);
@@ -351,7 +370,7 @@ export function restoreCommand(which: string | undefined, options: WorkspaceOpti
     fs.mkdirSync(path.dirname(path.join(workspace, f)), { recursive: true });
     fs.copyFileSync(path.join(chosen, f), path.join(workspace, f));
   }
-  out.log(t('cli.restore.done', { files: files.join(', '), dir: path.relative(workspace, chosen) }));
+  out.log(t('cli.restore.done', { files: listOf(files), dir: path.relative(workspace, chosen) }));
   if (before) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, before) })));
   if (changed.includes('server.py')) out.log(c.dim(t('cli.restore.restart')));
   return 0;
@@ -481,11 +500,11 @@ export function labSummary(workspace: string, c: ChalkInstance = processOutput()
   }
   const last = passes[passes.length - 1] ?? new Date().toISOString();
   const files = ['server.py', ...track.steps.flatMap((s) => (s.file && fs.existsSync(path.join(workspace, s.file.name)) ? [s.file.name] : []))];
-  const lines = [c.green(c.bold(track.id === 'basic' ? t('summary.heading', { total: track.steps.length }) : t('summary.heading.track', { track: track.id, total: track.steps.length }))), '', t('summary.proved')];
+  const lines = [c.green(c.bold(track.id === 'basic' ? t('summary.heading', { total: track.steps.length }) : t('summary.heading.track', { track: trackName(track), total: track.steps.length }))), '', t('summary.proved')];
   for (const step of track.steps) lines.push(`  ${c.green('✓')} ${step.id} ${step.slug.padEnd(9)} ${t(`summary.${step.id}` as MessageKey)}`);
   lines.push('');
   if (startedAt) lines.push(t('summary.took', { duration: formatDuration(Date.parse(last) - Date.parse(startedAt)), from: localTime(startedAt), to: localTime(last) }));
-  lines.push(t('summary.answers', { dir: workspace, files: files.join(', ') }));
+  lines.push(t('summary.answers', { dir: workspace, files: listOf(files) }));
   lines.push(c.dim(t('summary.solutions')));
   return lines.join('\n');
 }

@@ -11,8 +11,9 @@ import select, { Separator } from '@inquirer/select';
 import { SetupError } from '../grader/failure.js';
 import { formatProgress } from '../grader/reporters/human.js';
 import type { ChalkInstance } from 'chalk';
-import { currentTrack, passedIn } from './tracks.js';
-import type { Step } from '../grader/track.js';
+import { currentTrack, passedIn, trackName } from './tracks.js';
+import { isToolFolder } from '../lab/paths.js';
+import type { Step, Track } from '../grader/track.js';
 import { hintCommand, localTime, restartCommand, showCommand, startCommand, stepList, stopCommand, workspaceDir, type WorkspaceOptions } from './commands.js';
 import { ownServer } from '../lab/runner.js';
 import { nextStepToDo } from './watch.js';
@@ -33,10 +34,15 @@ export function canPrompt(out: Output = processOutput()): boolean {
   return out.terminal !== undefined && out.isTTY;
 }
 
-/** The step list and the progress count, for `idem-lab` without a terminal; coloured by `c` (default: as stdout allows). */
+/** The step list, the progress count and the track, for `idem-lab` without a terminal; coloured by `c` (default: as stdout allows). */
 export function stepListText(workspace: string, c: ChalkInstance = processOutput().c): string {
   const track = currentTrack(workspace);
-  return `${t('cli.stepsHeading')}\n${stepList(workspace, c)}\n\n${formatProgress(passedIn(track, workspace), track.steps.length, c)}`;
+  return `${t('cli.stepsHeading')}\n${stepList(workspace, c)}\n\n${formatProgress(passedIn(track, workspace), track.steps.length, c)}\n${trackLine(track)}`;
+}
+
+/** `Track: basic, steps 01-08 (idem-lab track switches)`: which track the menu follows. */
+function trackLine(track: Track): string {
+  return t('menu.track', { name: trackName(track), first: track.steps[0].id, last: track.steps[track.steps.length - 1].id });
 }
 
 /** `running (pid 4242) on http://127.0.0.1:8000`, or why it is not. */
@@ -87,11 +93,14 @@ function pause(prompt: string, terminal: NonNullable<Output['terminal']>, signal
  * `options.signal`). Without a terminal on its output (see canPrompt), prints the step
  * list instead. Prompts read keys from `options.out`'s terminal and draw on it.
  * @returns 0
+ * @throws SetupError in idem-lab's own folder (paths.ts isToolFolder), saying where the lab goes
  */
 export async function menuCommand(options: MenuOptions): Promise<number> {
   const workspace = workspaceDir(options);
   const out = outputOf(options);
   const { c, terminal } = out;
+  // In the tool's own folder (just cloned) the menu would offer to start a lab among its files: say where to go instead.
+  if (isToolFolder(workspace)) throw new SetupError(t('cli.inRepository', { dir: workspace }));
   if (!canPrompt(out) || !terminal) {
     out.log(`${stepListText(workspace, c)}\n\n${t('cli.noArgs.more')}`);
     return 0;
@@ -111,6 +120,7 @@ export async function menuCommand(options: MenuOptions): Promise<number> {
     if (signal?.aborted) return 0;
     out.log(`\n${c.bold('idem-lab')}  ${t('menu.tagline')}`);
     out.log(t('menu.server', { state: server.text }));
+    out.log(trackLine(currentTrack(workspace)));
     out.log(formatProgress(passed, STEPS.length, c));
     const stepChoices = STEPS.map((step) => {
       const s = steps[step.id];

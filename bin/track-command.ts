@@ -7,7 +7,7 @@ import path from 'node:path';
 import { SetupError } from '../grader/failure.js';
 import { formatProgress } from '../grader/reporters/human.js';
 import type { ChalkInstance } from 'chalk';
-import { language, t } from '../i18n/index.js';
+import { language, listOf, t } from '../i18n/index.js';
 import { upgradeFrame } from '../lab/frame.js';
 import { recordedServer } from '../lab/runner.js';
 import { readSheet, sheetSection } from '../lab/sheet.js';
@@ -46,9 +46,9 @@ export function trackCommand(id: string | undefined, options: { dir?: string; ou
   }
   const wanted = resolveTrack(id).id;
   // Every track of steps/ is one a workspace can follow (lab/workspace.ts TRACK_IDS).
-  if (!isTrackId(wanted)) throw new SetupError(t('cli.track.unknown', { track: id, list: TRACK_IDS.join(', ') }));
+  if (!isTrackId(wanted)) throw new SetupError(t('cli.track.unknown', { track: id, list: listOf(TRACK_IDS) }));
   const report = layWorkspace(workspace, false, language(), wanted);
-  if (report.written.length) print(t('cli.laidOut', { files: report.written.join(', '), dir: workspace }));
+  if (report.written.length) print(t('cli.laidOut', { files: listOf(report.written), dir: workspace }));
   if (wanted === 'advanced') {
     const frame = upgradeFrame(workspace);
     if (frame.kind === 'upgraded') {
@@ -65,7 +65,7 @@ export function trackCommand(id: string | undefined, options: { dir?: string; ou
   print('');
   print(formatProgress(passedIn(track, workspace), track.steps.length, c));
   const basicLeft = TRACKS[0].steps.filter((s) => steps[s.id]?.status !== 'pass');
-  if (wanted === 'advanced' && basicLeft.length > 0) print(c.yellow(t('cli.track.basicFirst', { steps: basicLeft.map((s) => s.id).join(', ') })));
+  if (wanted === 'advanced' && basicLeft.length > 0) print(c.yellow(t('cli.track.basicFirst', { steps: listOf(basicLeft.map((s) => s.id)) })));
   const next = track.steps.find((s) => steps[s.id]?.status !== 'pass') ?? track.steps[0];
   const section = sheetSection(readSheet(workspace), next.id);
   if (section) print(`\n${section}`);

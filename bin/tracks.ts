@@ -7,7 +7,7 @@ import { BASIC, TRACKS, trackById } from '../steps/index.js';
 import { selectSteps, type Step, type Track } from '../grader/track.js';
 import { readState } from '../lab/workspace.js';
 import { SetupError } from '../grader/failure.js';
-import { t } from '../i18n/index.js';
+import { listOf, t } from '../i18n/index.js';
 import type { GradingConfig } from '../grader/grading.js';
 
 /** The track the workspace follows (basic without a workspace, or when its state names none). */
@@ -38,7 +38,7 @@ export function chooseSteps(selectors: string[], track: Track): Step[] {
 export function resolveTrack(id: string | undefined, workspace?: string): Track {
   if (id === undefined) return currentTrack(workspace);
   const track = trackById(id.trim().toLowerCase());
-  if (!track) throw new SetupError(t('cli.track.unknown', { track: id, list: TRACKS.map((tr) => tr.id).join(', ') }));
+  if (!track) throw new SetupError(t('cli.track.unknown', { track: id, list: listOf(TRACKS.map((tr) => tr.id)) }));
   return track;
 }
 
@@ -56,4 +56,10 @@ export function passedIn(track: Track, workspace: string): number {
 export function configForTrack(config: GradingConfig, track: Track): GradingConfig {
   if (config.required === undefined || track.steps.some((s) => config.required!.includes(s.id))) return config;
   return { ...config, required: undefined };
+}
+
+/** A track's name in the learner's language (`advanced`, `심화`, `进阶`); its id when it has no name there. */
+export function trackName(track: Track): string {
+  const key = `track.name.${track.id}`;
+  return key === 'track.name.basic' || key === 'track.name.advanced' ? t(key) : track.id;
 }

@@ -7,7 +7,7 @@
  * run it in process and stop it with an AbortSignal.
  */
 import path from 'node:path';
-import { t } from '../i18n/index.js';
+import { listOf, t } from '../i18n/index.js';
 import readline from 'node:readline';
 import { watch as watchFiles } from 'chokidar';
 import { grade } from '../grader/engine.js';
@@ -78,7 +78,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     if (!step || stopping) return;
     if (out.isTTY) out.write('\x1b[2J\x1b[H');
     const saved = reasons.filter((r) => r !== 'start' && r !== 'key');
-    if (saved.length) out.log(c.dim(t('watch.saved', { files: saved.join(', ') })));
+    if (saved.length) out.log(c.dim(t('watch.saved', { files: listOf(saved) })));
     if (saved.includes(serverFile)) {
       if (ownServer(workspace) || serverDown) serverDown = (await restartCommand({ dir: workspace, out })) !== 0;
       else out.log(c.dim(t('watch.serverNotRunning')));

@@ -19,7 +19,7 @@ import { stepName } from './reporters/plain.js';
 import { commandExists, resolveInterpreter, type ServerCommand } from './server.js';
 import type { Confinement, Sandbox, SandboxChoice } from './sandbox.js';
 import type { Status } from './types.js';
-import { t } from '../i18n/index.js';
+import { listOf, t } from '../i18n/index.js';
 import { visible, visibleDeep } from './visible.js';
 import type { Step } from './track.js';
 
@@ -397,7 +397,7 @@ export function mergeGradebooks(books: ReadonlyArray<{ file: string; book: unkno
       seen.set(shard.index, file);
     }
     const missing = Array.from({ length: count }, (_, i) => i + 1).filter((i) => !seen.has(i));
-    if (missing.length > 0) throw new SetupError(t('gradebook.merge.missing', { shards: missing.map((i) => `${i}/${count}`).join(', '), count }));
+    if (missing.length > 0) throw new SetupError(t('gradebook.merge.missing', { shards: listOf(missing.map((i) => `${i}/${count}`)), count }));
   }
   const students = parsed.flatMap((p) => p.book.students.map((s) => ({ s, file: p.file })));
   const where = new Map<string, string>();

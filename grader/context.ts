@@ -15,6 +15,7 @@ import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import type { Exchange, LedgerRow } from './types.js';
 import type { KeylessGrouping } from './audit.js';
+import { labelledOutput } from './printed.js';
 
 export type { Charge } from './statement.js';
 
@@ -437,12 +438,12 @@ export class LiveContext {
     return this.servers.filter((s) => s.leftRunning > 0).map((s) => ({ server: s.label, count: s.leftRunning }));
   }
 
-  /** The last output of every instance (or of those labelled `labels`), labelled, for a failure report. */
+  /**
+   * The last output of every instance (or of those labelled `labels`) for a failure report:
+   * every line `[A] …` with the label of the server that printed it, in print order (printed.ts).
+   */
   serverOutput(labels?: string[]): string {
-    return this.servers
-      .filter((s) => s.output().trim() !== '' && (labels === undefined || labels.length === 0 || labels.includes(s.label)))
-      .map((s) => `[server ${s.label}, port ${s.port}]\n${s.output().trimEnd()}`)
-      .join('\n');
+    return labelledOutput(this.servers.filter((s) => labels === undefined || labels.length === 0 || labels.includes(s.label)));
   }
 
   /** A key no earlier request of this check used, from the seed: a UUID. */

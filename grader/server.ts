@@ -7,6 +7,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { ChildProcess } from 'node:child_process';
 import { t } from '../i18n/index.js';
 import { ServerStartFailed } from './failure.js';
+import { labelledOutput, PrintedTail, type PrintedLine } from './printed.js';
 import { loadHttpClient, send } from './http.js';
 import { chargeMs } from './limits.js';
 import { atExit } from './cleanup.js';
@@ -220,6 +221,8 @@ export class ServerInstance implements Ending {
   readonly dbPath: string;
   readonly pid: number;
   private tail = '';
+  /** The same output line by line, in print order among all servers' lines (printed.ts). */
+  private readonly printedTail = new PrintedTail(OUTPUT_TAIL_BYTES);
   /** Whether the tail lost its beginning (then output() starts at a whole line). */
   private cut = false;
   private readonly streams: Array<{ destroy(): void } | null | undefined>;
@@ -247,13 +250,16 @@ export class ServerInstance implements Ending {
     this.pid = subprocess.pid ?? -1;
     this.streams = [subprocess.stdout, subprocess.stderr];
     // stdout and stderr interleaved as they arrive.
-    const keep = (chunk: Buffer) => {
-      const text = this.tail + chunk.toString('utf8');
+    // Each stream's lines also on their own, in print order among all servers' lines.
+    const keepFrom = (stream: object) => (chunk: Buffer) => {
+      const piece = chunk.toString('utf8');
+      this.printedTail.add(stream, piece);
+      const text = this.tail + piece;
       if (text.length > OUTPUT_TAIL_BYTES) this.cut = true;
       this.tail = text.slice(-OUTPUT_TAIL_BYTES);
     };
-    subprocess.stdout?.on('data', keep);
-    subprocess.stderr?.on('data', keep);
+    if (subprocess.stdout) subprocess.stdout.on('data', keepFrom(subprocess.stdout));
+    if (subprocess.stderr) subprocess.stderr.on('data', keepFrom(subprocess.stderr));
     this.exited = new Promise((resolve) => {
       // 'close' comes once the process has exited and its output has ended; 'error' when it could not be started at all.
       subprocess.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
@@ -262,7 +268,7 @@ export class ServerInstance implements Ending {
       });
       subprocess.once('error', (err: NodeJS.ErrnoException) => {
         if (subprocess.pid === undefined) {
-          keep(Buffer.from(`${err.message}\n`));
+          keepFrom(subprocess)(Buffer.from(`${err.message}\n`));
           this.exitInfo ??= { code: undefined, signal: undefined };
           resolve();
         }
@@ -273,6 +279,11 @@ export class ServerInstance implements Ending {
   /** The last 4 KiB of what the server printed (stdout and stderr interleaved), from the start of a line. */
   output(): string {
     return this.cut ? this.tail.slice(this.tail.indexOf('\n') + 1) : this.tail;
+  }
+
+  /** The same output line by line, each line with its place in the order all servers printed (printed.ts). */
+  printed(): PrintedLine[] {
+    return this.printedTail.lines();
   }
 
   /** Whether the process has exited; `exit` says how. */
@@ -686,13 +697,13 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
     throw new ServerStartFailed(
       t('check.serverExited', { how: String(instance.exitDescription), port: instance.port }),
       t('check.serverExited.why'),
-      { serverOutput: instance.output(), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
+      { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
     );
   }
   throw new ServerStartFailed(
     t('check.noHealth', { port: instance.port, seconds: timeoutMs / 1000, last: lastAnswer }),
     t('check.noHealth.why'),
-    { serverOutput: instance.output(), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
+    { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
   );
 }
 

@@ -5,7 +5,7 @@
  */
 import type { LiveContext } from './context.js';
 import { SetupError } from './failure.js';
-import { t } from '../i18n/index.js';
+import { listOf, t } from '../i18n/index.js';
 
 /** Where a check may leave advice that does not fail the step. */
 export interface Notes {
@@ -75,7 +75,7 @@ export function selectSteps(steps: readonly Step[], selectors: string[]): Step[]
     const wanted = selector.trim().toLowerCase();
     const step = steps.find((s) => s.slug === wanted || s.id === wanted.padStart(2, '0'));
     if (!step) {
-      throw new SetupError(t('cli.unknownStep', { step: selector, list: steps.map((s) => `${s.id} (${s.slug})`).join(', ') }));
+      throw new SetupError(t('cli.unknownStep', { step: selector, list: listOf(steps.map((s) => `${s.id} (${s.slug})`)) }));
     }
     if (!chosen.includes(step)) chosen.push(step);
   }

@@ -85,6 +85,11 @@ export function t(key: MessageKey, params: Record<string, string | number> = {})
   return message.replace(/\{(\w+)\}/g, (whole, name: string) => (name in params ? String(params[name]) : whole));
 }
 
+/** Items of a list as the current language writes them: `10, 11, 12` in English and Korean, `10、11、12` in Chinese. */
+export function listOf(items: ReadonlyArray<string | number>): string {
+  return items.join(t('list.separator'));
+}
+
 /** The same message in a given language, whatever the current one. */
 export function tIn(lang: Lang, key: MessageKey, params: Record<string, string | number> = {}): string {
   const saved = current;

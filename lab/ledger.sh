@@ -2,11 +2,19 @@
 # ./ledger.sh: print every ledger row (payment_id, idempotency_key, user, amount,
 # created_at) from the lab's sqlite file, $IDEM_DB or lab.db. A missing key shows as -.
 exec python3 - "$@" <<'PY'
-import os, sqlite3, sys
+import json, os, sqlite3, sys
+
+# The words, in the language idem-lab start chose for this workspace (.idem-lab/words.json), else English.
+try:
+    with open(".idem-lab/words.json", encoding="utf-8") as f:
+        WORDS = json.load(f)
+except (OSError, ValueError):
+    WORDS = {}
+NONE = WORDS.get("cli.ledger.none") if isinstance(WORDS, dict) and isinstance(WORDS.get("cli.ledger.none"), str) else "no ledger yet: {db} does not exist (start the server first)"
 
 path = os.environ.get("IDEM_DB", "lab.db")
 if not os.path.exists(path):
-    print("no ledger yet: %s does not exist (start the server first)" % path)
+    print(NONE.replace("{db}", path))
     sys.exit(1)
 conn = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=5)
 try:

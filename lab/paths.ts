@@ -50,3 +50,14 @@ function isFile(p: string): boolean {
 export function workspaceDir(options: { dir?: string }): string {
   return options.dir !== undefined ? path.resolve(options.dir) : findWorkspace();
 }
+
+/**
+ * Whether `dir` is the folder of idem-lab itself (a clone of its repository or the
+ * installed package): the package root, or its lab/ folder of files to copy, which holds
+ * a server.py of its own. Neither is a learner's workspace.
+ * @param dir an absolute or relative folder
+ */
+export function isToolFolder(dir: string): boolean {
+  const resolved = path.resolve(dir);
+  return resolved === PACKAGE_ROOT || resolved === LAB_DIR;
+}

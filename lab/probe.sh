@@ -33,7 +33,15 @@ lang = state.get("lang") if state.get("lang") in NO_ANSWER else "en"
 headers = {"Content-Type": "application/json"}
 if key is not None:
     headers["Idempotency-Key"] = key
-shown = "(no Idempotency-Key)" if key is None else "Idempotency-Key: " + (key if key else "(empty)")
+# The words, in the language idem-lab start chose for this workspace (.idem-lab/words.json), else English.
+try:
+    with open(".idem-lab/words.json", encoding="utf-8") as f:
+        WORDS = json.load(f)
+except (OSError, ValueError):
+    WORDS = {}
+def word(key, english):
+    return WORDS.get(key) if isinstance(WORDS, dict) and isinstance(WORDS.get(key), str) else english
+shown = word("probe.noKey", "(no Idempotency-Key)") if key is None else "Idempotency-Key: " + (key if key else word("probe.emptyKey", "(empty)"))
 print("POST /pay  %s  %s" % (shown, body))
 try:
     conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=10)

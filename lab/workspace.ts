@@ -5,10 +5,10 @@ import { SetupError } from '../grader/failure.js';
 import { DEFAULT_COMMAND, type ServerCommand } from '../grader/server.js';
 import { readRegularSync } from '../grader/safe-read.js';
 import type { Status } from '../grader/types.js';
-import { LAB_DIR } from './paths.js';
+import { isToolFolder, LAB_DIR } from './paths.js';
 import { isSameProcess, processIdentity } from './procs.js';
 import { copyFileAtomic, makeDir, rethrowFileProblem, writeFileAtomic } from './safe-fs.js';
-import { jsonErrorWhere, t, type Lang } from '../i18n/index.js';
+import { CATALOGS, jsonErrorWhere, t, type Lang } from '../i18n/index.js';
 
 /** The tracks a workspace can follow: the lab sheet's eight steps, and the essay's second half (ADVANCED.md). */
 export const TRACK_IDS = ['basic', 'advanced'] as const;
@@ -370,7 +370,25 @@ export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en', tra
   }
 }
 
+/**
+ * The words the workspace's scripts print (statement.sh, ledger.sh, probe.sh), in the
+ * workspace's language, by message key: the scripts read them from `.idem-lab/words.json`
+ * (SCRIPT_WORDS) and fall back to English without it. Placeholders stay `{name}`.
+ */
+export const SCRIPT_WORDS = path.join(STATE_DIR, 'words.json');
+const SCRIPT_KEYS = [
+  'cli.statement.none', 'cli.statement.at', 'cli.statement.user', 'cli.statement.amount', 'cli.statement.pid', 'cli.statement.ledger',
+  'cli.statement.noRow', 'cli.statement.payment', 'cli.statement.unpaid', 'cli.statement.summary', 'cli.ledger.none', 'probe.noKey', 'probe.emptyKey',
+] as const;
+
+function writeScriptWords(dir: string, lang: Lang): void {
+  const words = Object.fromEntries(SCRIPT_KEYS.map((key) => [key, CATALOGS[lang][key]]));
+  makeDir(path.join(dir, STATE_DIR));
+  writeFileAtomic(path.join(dir, SCRIPT_WORDS), `${JSON.stringify(words, null, 2)}\n`);
+}
+
 function layUnderLock(dir: string, force: boolean, lang: Lang, track: TrackId): LayReport {
+  writeScriptWords(dir, lang);
   const state = readState(dir);
   const laid = { ...(state.laid ?? {}) };
   const report: LayReport = { written: [], kept: [] };
@@ -399,8 +417,9 @@ function layUnderLock(dir: string, force: boolean, lang: Lang, track: TrackId): 
 }
 
 /**
- * Checks that a folder can be graded: it exists and holds server.py (or names another
- * server command in idem-lab.json as {"server": ["node", "server.js"]}).
+ * Checks that a folder can be graded: it exists, is not idem-lab's own folder (paths.ts
+ * isToolFolder), and holds server.py (or names another server command in idem-lab.json
+ * as {"server": ["node", "server.js"]}).
  * @returns the absolute workspace path and the server command
  * @throws SetupError saying what is missing
  */
@@ -410,6 +429,8 @@ export function openWorkspace(dir: string): { workspace: string; command: Server
     throw new SetupError(t('cli.noFolder', { dir: workspace }));
   }
   if (!fs.statSync(workspace).isDirectory()) throw new SetupError(t('cli.isFile', { dir: workspace }));
+  // The tool's own folder (where a learner lands after cloning it) is never a workspace: say where to go.
+  if (isToolFolder(workspace)) throw new SetupError(t('cli.inRepository', { dir: workspace }));
   const command = configuredCommand(workspace);
   if (!command && !fs.existsSync(path.join(workspace, 'server.py'))) {
     throw new SetupError(t('cli.noServerPy', { dir: workspace }));

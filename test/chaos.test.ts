@@ -18,7 +18,7 @@ import { DEFAULT_BACKOFF, backoffCeilingMs, fullJitterMs, retryWaitMs, shouldRet
 import { DEFAULT_FAULTS, fateOf, type Fate } from '../grader/chaos/faults.js';
 import { startLossyProxy, type LossyProxy } from '../grader/chaos/proxy.js';
 import { intendedPayments, runChaos, type ChaosResult } from '../grader/chaos/run.js';
-import { histogram } from '../grader/chaos/render.js';
+import { chartCharset, formatWaits, histogram } from '../grader/chaos/render.js';
 import { chaosCommand } from '../bin/chaos-command.js';
 import { FIXTURES_DIR, serverSource } from '../fixtures/build.js';
 import { fixtureWorkspace, runCli, serversUnder, tempDir } from './support.js';
@@ -184,6 +184,26 @@ test('the same seed gives the same fates, waits and payments; another seed other
 test('the histogram buckets the waits and scales its bars to the fullest bucket', () => {
   assert.deepEqual(histogram([5, 50, 99, 150, 999, 2000], 100, 300), ['  0–100 ms │████████████████████████████████ 3', '100–200 ms │███████████ 1', '200–300 ms │█████████████████████ 2']);
   assert.deepEqual(histogram([], 100, 300), []);
+  // ASCII only, for terminals that draw ambiguous-width characters (│ █ – ≤ • ·) two columns wide.
+  assert.deepEqual(histogram([5, 150], 100, 200, 'ascii'), ['  0-100 ms |################################ 1', '100-200 ms |################################ 1']);
+});
+
+test('the charts are drawn in ASCII where the locale is Chinese, Japanese or Korean, with --ascii, or as IDEM_LAB_CHARSET says', () => {
+  assert.equal(chartCharset(undefined, { LANG: 'en_US.UTF-8' }), 'unicode');
+  assert.equal(chartCharset(undefined, {}), 'unicode');
+  assert.equal(chartCharset(undefined, { LANG: 'ko_KR.UTF-8' }), 'ascii');
+  assert.equal(chartCharset(undefined, { LANG: 'en_US.UTF-8', LC_ALL: 'zh_CN.UTF-8' }), 'ascii', 'LC_ALL comes first');
+  assert.equal(chartCharset(undefined, { LANG: 'ja_JP.UTF-8', LC_CTYPE: 'C.UTF-8' }), 'unicode', 'then LC_CTYPE');
+  assert.equal(chartCharset(undefined, { LANG: 'ko_KR.UTF-8', IDEM_LAB_CHARSET: 'unicode' }), 'unicode');
+  assert.equal(chartCharset(undefined, { LANG: 'en_US.UTF-8', IDEM_LAB_CHARSET: 'ascii' }), 'ascii');
+  assert.equal(chartCharset(true, { LANG: 'en_US.UTF-8', IDEM_LAB_CHARSET: 'unicode' }), 'ascii', '--ascii wins');
+  const lines = formatWaits([[10, 60, 90], [150]], { ...DEFAULT_BACKOFF, baseMs: 100, capMs: 1000 }, 'ascii');
+  const chart = lines.slice(1).join('\n');
+  // eslint-disable-next-line no-control-regex
+  assert.match(chart.replace(/\(.*\)/g, ''), /^[\x00-\x7f]*$/, `only ASCII in the bars and strips:\n${chart}`);
+  assert.match(chart, /retry 1 +<= 100 ms +\|[.o]{32}\| 3/);
+  assert.match(chart, /each # is a share of the retries/);
+  assert.match(chart, /o marks a cell where some wait fell, \. one where none did/);
 });
 
 /** Every attempt of every payment, as [payment, attempt, loss, status, replayed]. */
@@ -205,6 +225,8 @@ test('end to end on the starter: a retry after a lost response is charged again;
     assert.deepEqual(tally.rowsPerPayment, reached);
     assert.equal(tally.charges, tally.requests - tally.lostRequests);
     assert.equal(tally.duplicates, reached.filter((n) => n > 1).length);
+    // Which payments: the key each sent and its charges.
+    assert.deepEqual(tally.doubled.map((d) => [d.key, d.charges]), first.runs.flatMap((r, i) => (reached[i] > 1 ? [[r.payment.key, reached[i]]] : [])));
     assert.equal(tally.retries, tally.requests - PAYMENTS);
     assert.ok(first.runs.every((r) => r.attempts.slice(0, -1).every((a) => a.fate.loss !== 'none') && r.attempts.at(-1)!.status === 201), 'retried only after a loss, ending with 201');
     assert.ok(first.rows.every((row) => row.idempotency_key !== null), 'every row carries the key sent');
@@ -246,6 +268,9 @@ test('end to end on the reference: every payment charged exactly once, retries a
     assert.match(out, /duplicates +0 /);
     assert.match(out, new RegExp(`retries +${tally.retries} `), 'the same seed, the same table as the run above');
     assert.match(out, /retry 1 +≤ 100 ms +│[·•]+│ \d+/);
+    assert.match(out, /\(each █ is a share of the retries/, 'the histogram has a legend');
+    assert.match(out, /• marks a cell where some wait fell, · one where none did/, 'the dot chart has a legend');
+    assert.doesNotMatch(out, /Charged more than once/);
     assert.match(out, new RegExp(`Each of the ${PAYMENTS} payments was charged exactly once`));
     assert.deepEqual(serversUnder(ws.dir), []);
   } finally {
@@ -262,6 +287,19 @@ test('the command on the starter exits 1 and says the payments were charged more
     assert.match(out, new RegExp(`\\d of ${PAYMENTS} payments were charged more than once`));
     assert.match(out, /duplicates +[1-9]/);
     assert.match(out, /idem-lab show 02/);
+    // The keys charged twice, listed: each one that the run charged more than once, with its charges.
+    const n = Number(/(\d+) of \d+ payments were charged more than once/.exec(out)![1]);
+    const listed = [...out.matchAll(/^ {2}([0-9a-f-]{36}) {2}(\S+) {2}(\d+): (\d+) charges$/gm)];
+    assert.match(out, /^Charged more than once:$/m);
+    assert.equal(listed.length, Math.min(n, 10), out);
+    assert.ok(listed.every((m) => Number(m[4]) >= 2));
+    const run = await runChaos({ workspace: ws.dir, seed: SEED, payments: PAYMENTS, keyed: true });
+    assert.deepEqual(listed.map((m) => m[1]), run.tally.doubled.slice(0, 10).map((d) => d.key), 'the keys the run charged more than once');
+    // --ascii draws the same charts without ambiguous-width characters.
+    let ascii = '';
+    await chaosCommand({ dir: ws.dir, seed: String(SEED), payments: String(PAYMENTS), ascii: true }, (text) => (ascii += text), plain);
+    assert.match(ascii, /retry 1 +<= 100 ms +\|[.o]+\| \d+/);
+    assert.doesNotMatch(ascii, /[│█•·–≤]/);
     assert.match(out, new RegExp(`idem-lab chaos --seed ${SEED} --payments ${PAYMENTS} --loss 0.3`));
   } finally {
     ws.remove();

@@ -130,6 +130,16 @@ test('start lays the workspace and starts one server; probe, ledger, status, res
     const script = await execa('./statement.sh', [], { cwd: tmp.dir, reject: false });
     assert.equal(script.exitCode, 0, script.stderr);
     assert.equal(script.stdout.replace(/ +/g, ' '), statement.stdout.trimEnd().replace(/ +/g, ' '), 'statement.sh prints what idem-lab statement prints');
+    // In a workspace started in Chinese the scripts speak Chinese too, with idem-lab's own words.
+    await runCli(['start', '--lang', 'zh'], { cwd: tmp.dir });
+    const zhScript = await execa('./statement.sh', [], { cwd: tmp.dir, reject: false });
+    const zhStatement = await runCli(['statement', '--lang', 'zh'], { cwd: tmp.dir });
+    assert.match(zhScript.stdout, /^扣款时间 +用户 +金额 +pid +账本\n\S+Z +u1 +1000 +\d+ +支付 1\n/);
+    assert.equal(zhScript.stdout.replace(/ +/g, ' '), zhStatement.stdout.trimEnd().replace(/ +/g, ' '), 'statement.sh prints what idem-lab statement prints, in Chinese');
+    assert.match((await execa('./ledger.sh', [], { cwd: tmp.dir, env: { IDEM_DB: 'missing.db' }, reject: false })).stdout, /^还没有账本：missing\.db 不存在/);
+    assert.match((await execa('./probe.sh', [], { cwd: tmp.dir, env: { PORT: '1' }, reject: false })).stdout, /^POST \/pay {2}（没有 Idempotency-Key） /);
+    await runCli(['start', '--lang', 'en'], { cwd: tmp.dir });
+    assert.match((await execa('./ledger.sh', [], { cwd: tmp.dir, env: { IDEM_DB: 'missing.db' }, reject: false })).stdout, /^no ledger yet: missing\.db does not exist/);
 
     const status = await runCli(['status'], { cwd: tmp.dir });
     assert.match(status.stdout, new RegExp(`Server: running, pid ${pid}, http://127\\.0\\.0\\.1:${port}`));

@@ -263,8 +263,11 @@ test('identical exchanges are shown once with a count; a repeated traceback once
   ]);
 
   // Output kept as a tail: the end of a traceback cut at its start counts as the whole one shown later.
-  const cut = ['[server A, port 1]', ...traceback.slice(2), ...log.slice(-6)];
-  assert.deepEqual(collapseServerOutput(cut.join('\n')), ['[server A, port 1]', log[log.length - 6], ...traceback, '  ×1, the same', log[log.length - 1]]);
+  const cut = [...traceback.slice(2), ...log.slice(-6)];
+  const whole = [log[log.length - 6], ...traceback, '  ×1, the same', log[log.length - 1]];
+  assert.deepEqual(collapseServerOutput(cut.join('\n')), whole);
+  // The same, labelled by server (printed.ts): each line keeps its label, the count gets it too.
+  assert.deepEqual(collapseServerOutput(cut.map((l) => `[A] ${l}`).join('\n')), whole.map((l) => `[A] ${l}`));
 
   // A real server whose race losers raise: the starter writes its traceback as lines, shown once.
   const ws = fixtureWorkspace('race-losers-500');
@@ -272,7 +275,7 @@ test('identical exchanges are shown once with a count; a repeated traceback once
     const run = await runCli(['check', '05'], { cwd: ws.dir });
     assert.equal(run.exitCode, 1);
     assert.match(run.stdout, /×\d+, the same/);
-    const tracebacks = run.stdout.match(/^ +RuntimeError: another request with this Idempotency-Key is in flight$/gm) ?? [];
+    const tracebacks = run.stdout.match(/^ +\[[A-Z]\] RuntimeError: another request with this Idempotency-Key is in flight$/gm) ?? [];
     assert.equal(tracebacks.length, 1, run.stdout);
     assert.doesNotMatch(run.stdout, /\\x0a/);
   } finally {

@@ -2,6 +2,8 @@
  * The menu as a learner meets it: `idem-lab` alone in a real terminal (tmux), keys sent,
  * the screen read. Without a terminal it prints the step list and exits at once.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { freePort } from '../grader/server.js';
@@ -26,8 +28,46 @@ test('idem-lab alone without a terminal prints the step list and the progress, a
     const run = await runCli([], { cwd: ws.dir, timeoutMs: 10_000 });
     assert.equal(run.exitCode, 0);
     assert.match(run.stdout, /^The steps:\n {2}· 01 duplicate Reproduce the duplicate charge/);
-    assert.match(run.stdout, /Progress: 0 of 8 steps pass\. □□□□□□□□/);
+    assert.match(run.stdout, /Progress: 0 of 8 steps pass\. □□□□□□□□\nTrack: basic, steps 01-08 \(idem-lab track switches\)$/m);
+    // On the advanced track the list says so, in the learner's language.
+    const { updateState } = await import('../lab/workspace.js');
+    updateState(ws.dir, (s) => {
+      s.track = 'advanced';
+    });
+    const ko = await runCli(['--lang', 'ko'], { cwd: ws.dir, timeoutMs: 10_000 });
+    assert.match(ko.stdout, /^과정: 심화, 09~15단계 /m);
+    assert.match(ko.stdout, /09 replayed/);
   } finally {
+    ws.remove();
+  }
+});
+
+test("idem-lab in its own folder (a fresh clone) says where the lab goes, never offers to lay it out there", async () => {
+  const { PACKAGE_ROOT, LAB_DIR } = await import('../lab/paths.js');
+  for (const [args, cwd] of [[[], PACKAGE_ROOT], [['status'], PACKAGE_ROOT], [['check', '02'], LAB_DIR], [['start'], PACKAGE_ROOT]] as const) {
+    const run = await runCli([...args], { cwd, timeoutMs: 10_000 });
+    assert.equal(run.exitCode, 2, `${args.join(' ')}: a setup error`);
+    assert.match(run.stderr, /is the folder of idem-lab itself \(the tool\)/, args.join(' '));
+    assert.match(run.stderr, /idem-lab start --dir ~\/idem-lab, then cd ~\/idem-lab/);
+    assert.doesNotMatch(run.stderr, /run idem-lab start there/);
+  }
+  assert.equal(fs.existsSync(path.join(PACKAGE_ROOT, '.idem-lab')), false, 'start laid nothing in the tool\'s folder');
+  assert.equal(fs.existsSync(path.join(PACKAGE_ROOT, 'server.py')), false);
+  const zh = await runCli(['status', '--lang', 'zh'], { cwd: PACKAGE_ROOT, timeoutMs: 10_000 });
+  assert.match(zh.stderr, /是 idem-lab 工具本身的目录/);
+});
+
+test('start from another folder ends with the cd into the workspace; from inside it, without', async () => {
+  const ws = fixtureWorkspace('starter', {});
+  const port = String(await freePort());
+  try {
+    const outside = await runCli(['start', '--dir', ws.dir, '--port', port, '--lang', 'ko'], { cwd: path.dirname(ws.dir), timeoutMs: 30_000 });
+    assert.equal(outside.exitCode, 0, outside.stderr);
+    assert.match(outside.stdout, new RegExp(`\\n다음: cd ${ws.dir.replace(/[.]/g, '\\.')}\\. [^\\n]*\\n?$`));
+    const inside = await runCli(['start', '--port', port], { cwd: ws.dir, timeoutMs: 30_000 });
+    assert.doesNotMatch(inside.stdout, /Next: cd/);
+  } finally {
+    stopRecorded(ws.dir);
     ws.remove();
   }
 });
@@ -44,6 +84,7 @@ test('the menu in a terminal: steps with their state, read, check, hint, start a
   try {
     let screen = await term.waitFor(AT_MENU);
     assert.match(screen, /Server: not running/);
+    assert.match(screen, /Track: basic, steps 01-08 \(idem-lab track switches\)/);
     assert.match(screen, /Progress: 0 of 8 steps pass\./);
     assert.match(screen, /❯ · 01 duplicate Reproduce the duplicate charge/);
     assert.match(screen, /^ {2}· 08 notes {5}Write down the three ideas/m);
@@ -125,6 +166,7 @@ test('the menu speaks the chosen language: --lang zh gives a Chinese menu, LANG=
   try {
     let screen = await zh.waitFor(/\? 选择一个步骤或操作/);
     assert.match(screen, /服务器：未运行/);
+    assert.match(screen, /路线：基础，第 01-08 步（用 idem-lab track 切换）/);
     assert.match(screen, /进度：共 8 步，通过 0 步。/);
     assert.match(screen, /❯ · 01 duplicate 复现重复扣款/);
     assert.match(screen, /启动支付服务器/);

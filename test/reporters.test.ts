@@ -80,7 +80,9 @@ test('json: results.json matches the schema and every test its verdict and point
     const statuses = report.steps.map((s) => s.result.status);
     assert.equal(parsed.status, statuses.every((x) => x === 'error') ? 'error' : statuses.every((x) => x === 'pass') ? 'pass' : 'fail', `${name}: error only when every test errored`);
     for (const t of parsed.tests as Array<{ output?: string }>) {
-      if (t.output !== undefined) assert.doesNotMatch(t.output, /^\[server [A-Z], port \d+\]$/m, `${name}: output holds only what the server printed`);
+      // Only what the servers printed: the grader's label on a line only when several servers printed, to say whose each line is.
+      const labels = new Set([...(t.output ?? '').matchAll(/^\[([A-Z])\](?: |$)/gm)].map((m) => m[1]));
+      assert.notEqual(labels.size, 1, `${name}: one server's output holds only what it printed`);
     }
     assert.equal(parsed.score, report.score);
     assert.equal(parsed.max_score, report.maxScore);
@@ -106,11 +108,12 @@ test('json: results.json matches the schema and every test its verdict and point
 });
 
 test('json: output is only the server\'s text, its last 500 characters, nothing added', () => {
-  assert.equal(learnerOutput('[server A, port 8123]\nhello\n[server B, port 8124]\nworld\n'), 'hello\nworld');
+  assert.equal(learnerOutput('[A] hello\n[A]\n[A] world\n'), 'hello\n\nworld', "one server's labels taken out");
+  assert.equal(learnerOutput('[A] hello\n[B] world\n'), '[A] hello\n[B] world', "several servers' labels kept");
   const long = 'x'.repeat(400) + '\n' + 'y'.repeat(400);
   assert.equal(learnerOutput(long), long.slice(-500));
   assert.equal(learnerOutput(long).length, 500);
-  const report = scoreResults([verdict('02', 'fail', 'no', { serverOutput: `[server A, port 9]\n${long}` })], defaultGradingConfig());
+  const report = scoreResults([verdict('02', 'fail', 'no', { serverOutput: long.split('\n').map((l) => `[A] ${l}`).join('\n') })], defaultGradingConfig());
   assert.equal(JSON.parse(formatJson(report)).tests[0].output, long.slice(-500));
 });
 
@@ -230,7 +233,7 @@ test('tap: valid TAP 13 with one test point per step and its points in the YAML 
     assert.equal(complete.pass, report.steps.filter((s) => s.result.status === 'pass').length);
   }
   const forgedPoint = Parser.parse(formatTap(reports()[2][1])).filter((e) => e[0] === 'assert')[1][1];
-  assert.match(forgedPoint.diag.details, /\n {2}not ok 99 - forged test point\n {4}\.\.\.\n {2}Bail out! forged\n/, 'TAP from the server stays inside the YAML block, unchanged');
+  assert.match(forgedPoint.diag.details, /\n {2}\[A\] not ok 99 - forged test point\n {2}\[A\] {3}\.\.\.\n {2}\[A\] Bail out! forged\n/, 'TAP from the server stays inside the YAML block, unchanged');
 });
 
 /** One workflow command as the Actions runner would see it. */
@@ -291,7 +294,7 @@ test('github: only the reporter issues workflow commands; learner text is stoppe
   }
   const forgedLog = formatGithub(reports()[2][1]).log;
   // Inside ::stop-commands:: too, a learner's line never starts with `::` (visible.ts noWorkflowCommands): the log reads the same, nothing depends on the token alone.
-  assert.match(forgedLog, /\n {2}\\x3a:set-output name=result::eyJ2ZXJzaW9uIjoxfQ==\n/, 'the forged lines are in the log, as text');
+  assert.match(forgedLog, /\n {2}\[A\] ::set-output name=result::eyJ2ZXJzaW9uIjoxfQ==\n/, 'the forged lines are in the log, as text');
   assert.doesNotMatch(forgedLog.split('\n').filter((line) => !/^::(group|endgroup|stop-commands|error|warning|notice)\b|^::[0-9a-f]{32}::$/.test(line)).join('\n'), /^\s*::/m, 'no learner line starts a command');
 });
 
@@ -321,7 +324,7 @@ test('github: the job summary is a Markdown table, one row per step, transcripts
   const forgedTokens = marked.lexer(formatGithub(reports()[2][1]).summary);
   const code = forgedTokens.filter((t): t is Tokens.Code => t.type === 'code');
   assert.equal(code.length, 5, 'one transcript per failed step');
-  assert.match(code[0].text, /```\n {2}\\x1b\[31mred/, 'a fence in the server output does not close the block');
+  assert.match(code[0].text, /\[A\] ```\n {2}\[A\] \\x1b\[31mred/, 'a fence in the server output does not close the block');
   assert.match(code[0].text, /\| forged \| table \| row \|/);
 });
 

@@ -9,6 +9,32 @@ import { t } from '../../i18n/index.js';
 import { backoffCeilingMs, type BackoffPolicy } from './backoff.js';
 import type { ChaosTally } from './tally.js';
 
+/**
+ * The characters the charts are drawn with. `unicode` uses box and block characters
+ * (│ █ • · – ≤), which Unicode gives East Asian Ambiguous width (UAX #11): a terminal set
+ * up for Chinese, Japanese or Korean draws them two columns wide and the charts fall out
+ * of line. `ascii` draws the same charts with | # o . - <= instead.
+ */
+export type Charset = 'unicode' | 'ascii';
+
+const GLYPHS: Record<Charset, { rail: string; bar: string; mark: string; empty: string; dash: string; atMost: string }> = {
+  unicode: { rail: '│', bar: '█', mark: '•', empty: '·', dash: '–', atMost: '≤' },
+  ascii: { rail: '|', bar: '#', mark: 'o', empty: '.', dash: '-', atMost: '<=' },
+};
+
+/**
+ * The charset to draw with: `flag` (--ascii) or IDEM_LAB_CHARSET=ascii|unicode when given,
+ * else ascii where the terminal's locale (LC_ALL, else LC_CTYPE, else LANG) is Chinese,
+ * Japanese or Korean, where ambiguous-width characters are drawn wide, else unicode.
+ */
+export function chartCharset(flag: boolean | undefined, env: NodeJS.ProcessEnv = process.env): Charset {
+  if (flag) return 'ascii';
+  const chosen = env.IDEM_LAB_CHARSET?.trim().toLowerCase();
+  if (chosen === 'ascii' || chosen === 'unicode') return chosen;
+  const locale = env.LC_ALL || env.LC_CTYPE || env.LANG || '';
+  return /^(zh|ja|ko)([_.@-]|$)/i.test(locale) ? 'ascii' : 'unicode';
+}
+
 /** Pads `text` with spaces to `width` display columns (on the right, or on the left with `left`). */
 export function pad(text: string, width: number, left = false): string {
   const fill = ' '.repeat(Math.max(0, width - stringWidth(text)));
@@ -36,18 +62,19 @@ export const BAR_WIDTH = 32;
  * gets at least one), and the count. [] for no values.
  * @throws RangeError when bucketMs or maxMs is not positive
  */
-export function histogram(values: number[], bucketMs: number, maxMs: number): string[] {
+export function histogram(values: number[], bucketMs: number, maxMs: number, charset: Charset = 'unicode'): string[] {
+  const g = GLYPHS[charset];
   if (!(bucketMs > 0) || !(maxMs > 0)) throw new RangeError('histogram: bucketMs and maxMs must be positive');
   if (values.length === 0) return [];
   const buckets = Math.max(1, Math.ceil(maxMs / bucketMs));
   const counts = Array.from({ length: buckets }, () => 0);
   for (const v of values) counts[Math.min(buckets - 1, Math.max(0, Math.floor(v / bucketMs)))]++;
   const most = Math.max(...counts);
-  const labels = counts.map((_, i) => `${i * bucketMs}–${Math.min((i + 1) * bucketMs, maxMs)} ms`);
+  const labels = counts.map((_, i) => `${i * bucketMs}${g.dash}${Math.min((i + 1) * bucketMs, maxMs)} ms`);
   const width = Math.max(...labels.map((l) => stringWidth(l)));
   return counts.map((n, i) => {
-    const bar = n === 0 ? '' : '█'.repeat(Math.max(1, Math.round((n / most) * BAR_WIDTH)));
-    return `${pad(labels[i], width, true)} │${bar}${n > 0 ? ` ${n}` : ''}`;
+    const bar = n === 0 ? '' : g.bar.repeat(Math.max(1, Math.round((n / most) * BAR_WIDTH)));
+    return `${pad(labels[i], width, true)} ${g.rail}${bar}${n > 0 ? ` ${n}` : ''}`;
   });
 }
 
@@ -56,12 +83,13 @@ export function histogram(values: number[], bucketMs: number, maxMs: number): st
  * (`•` marks, `·` empty), `retry n  ≤ ceiling ms  │··•·•··│`, so that the waits of one
  * retry are seen spread over their whole range rather than on one value.
  */
-export function jitterStrips(waitsByRetry: number[][], policy: BackoffPolicy, width = BAR_WIDTH): string[] {
+export function jitterStrips(waitsByRetry: number[][], policy: BackoffPolicy, width = BAR_WIDTH, charset: Charset = 'unicode'): string[] {
+  const g = GLYPHS[charset];
   const rows = waitsByRetry.map((waits, retry) => {
     const ceiling = backoffCeilingMs(retry, policy);
-    const cells = Array.from({ length: width }, () => '·');
-    for (const w of waits) cells[Math.min(width - 1, Math.floor((w / ceiling) * width))] = '•';
-    return [t('chaos.chart.retry', { n: retry + 1 }), `≤ ${ceiling} ms`, `│${cells.join('')}│ ${waits.length}`];
+    const cells = Array.from({ length: width }, () => g.empty);
+    for (const w of waits) cells[Math.min(width - 1, Math.floor((w / ceiling) * width))] = g.mark;
+    return [t('chaos.chart.retry', { n: retry + 1 }), `${g.atMost} ${ceiling} ms`, `${g.rail}${cells.join('')}${g.rail} ${waits.length}`];
   });
   return formatTable(rows.filter((_, i) => waitsByRetry[i].length > 0));
 }
@@ -88,18 +116,22 @@ export function formatTally(tally: ChaosTally): string[] {
 
 /**
  * The chart of the waits before retries: a heading that gives the rule, the histogram in
- * buckets of `policy.baseMs` up to the longest ceiling used, and a strip per retry number.
+ * buckets of `policy.baseMs` up to the longest ceiling used, and a strip per retry number,
+ * each with a line that says how to read it; drawn in `charset` (see chartCharset).
  * @param waitsByRetry the waits before each retry, grouped by retry number (index 0: the first retry)
  */
-export function formatWaits(waitsByRetry: number[][], policy: BackoffPolicy): string[] {
+export function formatWaits(waitsByRetry: number[][], policy: BackoffPolicy, charset: Charset = 'unicode'): string[] {
+  const g = GLYPHS[charset];
   const all = waitsByRetry.flat();
   if (all.length === 0) return [t('chaos.chart.none')];
   const used = waitsByRetry.reduce((last, waits, i) => (waits.length > 0 ? i : last), 0);
   const maxMs = backoffCeilingMs(used, policy);
   return [
     t('chaos.chart.heading', { base: policy.baseMs, cap: policy.capMs }),
-    ...histogram(all, policy.baseMs, maxMs).map((l) => `  ${l}`),
+    ...histogram(all, policy.baseMs, maxMs, charset).map((l) => `  ${l}`),
+    `  ${t('chaos.chart.barLegend', { bar: g.bar })}`,
     '',
-    ...jitterStrips(waitsByRetry, policy).map((l) => `  ${l}`),
+    ...jitterStrips(waitsByRetry, policy, BAR_WIDTH, charset).map((l) => `  ${l}`),
+    `  ${t('chaos.chart.dotLegend', { mark: g.mark, empty: g.empty, rail: g.rail, width: BAR_WIDTH })}`,
   ];
 }

@@ -40,6 +40,8 @@ export interface ChaosTally {
   rowsPerPayment: number[];
   /** Payments charged more than once. */
   duplicates: number;
+  /** The payments charged more than once, in payment order: the key each sent (none with --no-key), its user and amount (cents), and how many charges. */
+  doubled: Array<{ key?: string; user: string; amount: number; charges: number }>;
   /** Payments answered 2xx with no charge at all: the client was told the money moved, and it did not. */
   missing: number;
   /** Charges on the statement that belong to no intended payment (no user and amount of one). */
@@ -97,6 +99,7 @@ export function tallyRun(runs: PaymentRun[], charges: Charge[] | undefined, rows
     chargesPerPayment: chargesOf.counts,
     rowsPerPayment: rowsOf.counts,
     duplicates: chargesOf.counts.filter((n) => n > 1).length,
+    doubled: runs.flatMap((r, i) => (chargesOf.counts[i] > 1 ? [{ key: r.payment.key, user: r.payment.body.user, amount: r.payment.body.amount, charges: chargesOf.counts[i] }] : [])),
     missing: runs.filter((r, i) => r.outcome === 'paid' && chargesOf.counts[i] === 0).length,
     strayCharges: charges ? chargesOf.stray : 0,
     strayRows: rowsOf.stray,

@@ -1,7 +1,8 @@
 import { Chalk, type ChalkInstance } from 'chalk';
 import { BODY_PREVIEW_CHARS, curlCommand, formatExchange, formatLedger } from '../wire.js';
-import { language, t } from '../../i18n/index.js';
+import { language, listOf, t } from '../../i18n/index.js';
 import type { Exchange, StepResult } from '../types.js';
+import { splitLabel } from '../printed.js';
 import { formatPoints, type GradeReport } from '../grading.js';
 import { visible, visibleDeep } from '../visible.js';
 
@@ -68,43 +69,45 @@ function tracebackEnd(lines: readonly string[], start: number): number {
 /** A line that starts a record of a server's output: a traceback not chained to one before, or a log line. */
 function startsRecord(lines: readonly string[], i: number): boolean {
   if (lines[i] === 'Traceback (most recent call last):') return !CHAIN_LINES.includes(lines[i - 2] ?? '');
-  return /^\S+ - - \[/.test(lines[i]) || /^\[server [A-Z]+, port \d+\]$/.test(lines[i]);
+  return /^\S+ - - \[/.test(lines[i]);
+}
+
+/** A line to show and its place in the output: the index of the line printed, x.5 for a count after it. */
+interface Placed {
+  at: number;
+  text: string;
 }
 
 /**
- * A server's output as lines, each Python traceback shown once: a traceback (from
- * `Traceback (most recent call last):` to its exception line, with the tracebacks chained
- * to it) that repeats one shown before is left out and counted under the first (`×9, the
- * same`), and so is a log line that repeats one shown before but for its [time stamp].
- * Lines keep the order of their first showing. The end of a traceback whose beginning was
- * cut off (output is kept as a tail) counts as that traceback when it is shown whole later.
+ * One server's lines (texts, with their places in the whole output) collapsed as
+ * collapseServerOutput says: repeats left out and counted under their first showing.
  */
-export function collapseServerOutput(text: string): string[] {
-  const lines = text.trimEnd().split('\n');
-  const out: string[] = [];
+function collapseOne(texts: readonly string[], places: readonly number[]): Placed[] {
+  const out: Placed[] = [];
   const seen = new Map<string, { at: number; count: number }>();
   const counts: { at: number; count: number }[] = [];
   const blocks: { text: string; entry: { at: number; count: number } }[] = [];
-  const fragments: { lines: string[]; at: number }[] = [];
-  for (let i = 0; i < lines.length; i++) {
-    // Lines before the first record of a server's output: a traceback cut at its start.
-    if ((i === 0 || /^\[server [A-Z]+, port \d+\]$/.test(lines[i - 1])) && !startsRecord(lines, i)) {
-      let end = i;
-      while (end < lines.length && !startsRecord(lines, end)) end++;
-      fragments.push({ lines: lines.slice(i, end), at: out.length });
-      out.push(...lines.slice(i, end));
+  let fragment: { lines: string[]; shown: Placed[] } | undefined;
+  for (let i = 0; i < texts.length; i++) {
+    // Lines before the first record: a traceback cut at its start (output is kept as a tail).
+    if (i === 0 && !startsRecord(texts, 0)) {
+      let end = 0;
+      while (end < texts.length && !startsRecord(texts, end)) end++;
+      const shown = texts.slice(0, end).map((text, k) => ({ at: places[k], text }));
+      fragment = { lines: texts.slice(0, end), shown };
+      out.push(...shown);
       i = end - 1;
       continue;
     }
-    if (lines[i] === 'Traceback (most recent call last):') {
-      const end = tracebackEnd(lines, i);
-      const block = lines.slice(i, end);
+    if (texts[i] === 'Traceback (most recent call last):') {
+      const end = tracebackEnd(texts, i);
+      const block = texts.slice(i, end);
       const key = `traceback:${block.join('\n')}`;
       const known = seen.get(key);
       if (known) known.count++;
       else {
-        out.push(...block);
-        const entry = { at: out.length - 1, count: 1 };
+        out.push(...block.map((text, k) => ({ at: places[i + k], text })));
+        const entry = { at: places[end - 1], count: 1 };
         seen.set(key, entry);
         counts.push(entry);
         blocks.push({ text: block.join('\n'), entry });
@@ -112,32 +115,57 @@ export function collapseServerOutput(text: string): string[] {
       i = end - 1;
       continue;
     }
-    const key = `line:${lines[i].replace(/\[[^\]]*\]/g, '[]')}`;
-    const known = lines[i].trim() === '' ? undefined : seen.get(key);
+    const key = `line:${texts[i].replace(/\[[^\]]*\]/g, '[]')}`;
+    const known = texts[i].trim() === '' ? undefined : seen.get(key);
     if (known) {
       known.count++;
       continue;
     }
-    out.push(lines[i]);
-    const entry = { at: out.length - 1, count: 1 };
+    out.push({ at: places[i], text: texts[i] });
+    const entry = { at: places[i], count: 1 };
     counts.push(entry);
     seen.set(key, entry);
   }
-  // A cut traceback shown whole later is left out and counted there (from the last, so indices hold).
-  const removed: { at: number; length: number }[] = [];
-  for (const fragment of fragments) {
-    const whole = blocks.find((b) => b.text.endsWith(fragment.lines.join('\n')) && b.entry.at > fragment.at);
-    if (!whole || fragment.lines.length === 0) continue;
-    whole.entry.count++;
-    removed.push({ at: fragment.at, length: fragment.lines.length });
+  // A cut traceback shown whole later is left out and counted there.
+  let shown = out;
+  if (fragment && fragment.lines.length > 0) {
+    const cut = fragment;
+    const whole = blocks.find((b) => b.text.endsWith(cut.lines.join('\n')));
+    if (whole) {
+      whole.entry.count++;
+      shown = out.filter((p) => !cut.shown.includes(p));
+    }
   }
-  const marks: { at: number; line: string }[] = counts.filter((e) => e.count > 1).map((e) => ({ at: e.at + 1, line: `  ${t('report.same', { n: e.count - 1 })}` }));
-  const edits = [...marks.map((m) => ({ at: m.at, insert: m.line, remove: 0 })), ...removed.map((r) => ({ at: r.at, insert: undefined, remove: r.length }))];
-  for (const edit of edits.sort((a, b) => b.at - a.at || b.remove - a.remove)) {
-    if (edit.insert !== undefined) out.splice(edit.at, 0, edit.insert);
-    else out.splice(edit.at, edit.remove);
-  }
-  return out;
+  const marks = counts.filter((e) => e.count > 1).map((e) => ({ at: e.at + 0.5, text: `  ${t('report.same', { n: e.count - 1 })}` }));
+  return [...shown, ...marks];
+}
+
+/**
+ * A server's output as lines, each Python traceback shown once: a traceback (from
+ * `Traceback (most recent call last):` to its exception line, with the tracebacks chained
+ * to it) that repeats one shown before is left out and counted under the first (`×9, the
+ * same`), and so is a log line that repeats one shown before but for its [time stamp].
+ * The end of a traceback whose beginning was cut off (output is kept as a tail) counts as
+ * that traceback when it is shown whole later.
+ *
+ * Output labelled by server (`[A] …`, printed.ts labelledOutput) is collapsed server by
+ * server: a repeat counts only against the same server's lines, and a traceback is one
+ * server's lines even when another server printed between them. Every line shown keeps
+ * its label, a count is labelled with its server too, and lines stay in print order.
+ */
+export function collapseServerOutput(text: string): string[] {
+  const lines = text.trimEnd().split('\n').map(splitLabel);
+  const byServer = new Map<string, { texts: string[]; places: number[] }>();
+  lines.forEach((line, at) => {
+    const own = byServer.get(line.label) ?? { texts: [], places: [] };
+    own.texts.push(line.text);
+    own.places.push(at);
+    byServer.set(line.label, own);
+  });
+  const placed = [...byServer].flatMap(([label, own]) =>
+    collapseOne(own.texts, own.places).map((p) => ({ at: p.at, text: label === '' ? p.text : p.text === '' ? `[${label}]` : `[${label}] ${p.text}` })),
+  );
+  return placed.sort((a, b) => a.at - b.at).map((p) => p.text);
 }
 
 /** How `formatResult` shows a failure's exchanges. */
@@ -225,7 +253,7 @@ export function formatSummary(results: StepResult[], c: ChalkInstance, report?: 
   const passed = results.filter((r) => r.status === 'pass').length;
   const failing = results.filter((r) => r.status !== 'pass').map((r) => r.id);
   const line = t(results.length === 1 ? 'report.summary.one' : 'report.summary.many', { passed, total: results.length });
-  let summary = failing.length === 0 ? c.green(line) : `${c.red(line)}${sentenceGap()}${t('report.todo', { ids: failing.join(', ') })}`;
+  let summary = failing.length === 0 ? c.green(line) : `${c.red(line)}${sentenceGap()}${t('report.todo', { ids: listOf(failing) })}`;
   if (report) summary += `${sentenceGap()}${t('report.score', { score: formatPoints(report.score), max: formatPoints(report.maxScore) })}`;
   if (report?.status === 'error' && report.message) summary += `\n${c.yellow(visible(report.message))}`;
   return summary;

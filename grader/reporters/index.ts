@@ -9,7 +9,7 @@
  *   github  GitHub Actions: log groups and annotations on stdout, the job summary to
  *           $GITHUB_STEP_SUMMARY, the Classroom `result` to $GITHUB_OUTPUT (each when set)
  */
-import { t } from '../../i18n/index.js';
+import { listOf, t } from '../../i18n/index.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { SetupError } from '../failure.js';
@@ -49,7 +49,7 @@ export function chooseReporters(values: readonly string[], output?: string): Rep
     const name = (eq < 0 ? item : item.slice(0, eq)).toLowerCase();
     const file = eq < 0 ? undefined : item.slice(eq + 1);
     if (!(REPORTER_NAMES as readonly string[]).includes(name)) {
-      throw new SetupError(t('reporter.unknown', { name, names: REPORTER_NAMES.join(', ') }));
+      throw new SetupError(t('reporter.unknown', { name, names: listOf(REPORTER_NAMES) }));
     }
     if (choices.some((c) => c.name === name)) throw new SetupError(t('reporter.twice', { name }));
     if (file !== undefined && !DOCUMENT_REPORTERS.includes(name as ReporterName)) {
@@ -62,7 +62,7 @@ export function chooseReporters(values: readonly string[], output?: string): Rep
   if (output !== undefined) {
     const open = choices.filter((c) => DOCUMENT_REPORTERS.includes(c.name) && c.file === undefined);
     if (open.length === 0) throw new SetupError(t('reporter.outputAlone', { output }));
-    if (open.length > 1) throw new SetupError(t('reporter.outputShared', { names: open.map((c) => c.name).join(', '), second: open[1].name }));
+    if (open.length > 1) throw new SetupError(t('reporter.outputShared', { names: listOf(open.map((c) => c.name)), second: open[1].name }));
     open[0].file = output;
   }
   const toStdout = choices.filter((c) => DOCUMENT_REPORTERS.includes(c.name) && c.file === undefined);

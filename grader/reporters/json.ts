@@ -5,26 +5,23 @@
  */
 import type { GradeReport } from '../grading.js';
 import type { Status } from '../types.js';
+import { splitLabel } from '../printed.js';
 import { plainBody, stepName } from './plain.js';
 import { visibleDeep } from '../visible.js';
 
 /** Exercism's limit on a test's `output`, in characters. */
 export const OUTPUT_LIMIT = 500;
 
-/** The grader's own heading above each server instance's output (grader/context.ts serverOutput). */
-const INSTANCE_LABEL = /^\[server [A-Za-z0-9]+, port \d+\]$/;
-
 /**
- * What the learner's server printed, from a verdict's serverOutput: the grader's labels
- * (`[server A, port 8123]`) taken out, at most the last OUTPUT_LIMIT characters, nothing
- * added (Exercism shows `output` as the student's own output).
+ * What the learner's server printed, from a verdict's serverOutput: at most the last
+ * OUTPUT_LIMIT characters, nothing added (Exercism shows `output` as the student's own
+ * output). The grader's label on each line (`[A] `, printed.ts) is taken out when one
+ * server printed all of it, and kept when several did, so that each line still says whose it is.
  */
 export function learnerOutput(serverOutput: string): string {
-  const text = serverOutput
-    .split('\n')
-    .filter((line) => !INSTANCE_LABEL.test(line))
-    .join('\n')
-    .trimEnd();
+  const lines = serverOutput.trimEnd().split('\n').map(splitLabel);
+  const servers = new Set(lines.map((l) => l.label));
+  const text = (servers.size === 1 ? lines.map((l) => l.text) : serverOutput.trimEnd().split('\n')).join('\n').trimEnd();
   return text.length <= OUTPUT_LIMIT ? text : text.slice(text.length - OUTPUT_LIMIT);
 }
 

@@ -103,7 +103,8 @@ export const step: Step = {
       throw new CheckFailed(t('step.09.raceFirsts', { count: answers.length, firsts: firsts.length }), t('step.09.raceFirsts.why'), { exchanges: answers });
     }
     for (const answer of answers) if (answer !== firsts[0]) replayed(firsts[0], answer, t('step.09.what.race'));
-    return t('step.09.pass', { count: answers.length - 1 });
+    // No replay in the race (the others were told 409 while the first was in flight) is no fault: say so, not "0".
+    return answers.length > 1 ? t('step.09.pass', { count: answers.length - 1 }) : t('step.09.pass.raceRefused');
   },
   get hints() {
     return [t('step.09.hint.1'), t('step.09.hint.2'), t('step.09.hint.3')];

@@ -1,7 +1,7 @@
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
-import { t } from '../../i18n/index.js';
+import { listOf, t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
@@ -97,7 +97,7 @@ async function expectState(ctx: LiveContext, server: ServerInstance, link: strin
   const wrong = ['payment_id', 'user', 'amount', 'charged_at'].filter((field) => state?.[field] !== payment[field]);
   if (state?.status !== status || (status === 'refunded' && typeof state.refunded_at !== 'string')) wrong.push('status');
   if (wrong.length > 0) {
-    throw new CheckFailed(t('step.14.state', { link, status, fields: wrong.join(', ') }), t('step.14.now.why'), { exchanges: [got] });
+    throw new CheckFailed(t('step.14.state', { link, status, fields: listOf(wrong) }), t('step.14.now.why'), { exchanges: [got] });
   }
   return got;
 }

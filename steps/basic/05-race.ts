@@ -328,7 +328,7 @@ export const step: Step = {
         // No loop line names the key: the lab sheet's key `race`, if the ledger shows it and nothing contradicts it.
         const race = paste.ledger.filter((row) => row.idempotency_key === 'race').length;
         const repeated = repeatedKeys(paste.ledger).filter(([k]) => k !== 'race');
-        const several = repeated.map(([k, n]) => t('step.05.file.several', { key: JSON.stringify(k), n })).join(', ');
+        const several = repeated.map(([k, n]) => t('step.05.file.several', { key: JSON.stringify(k), n })).join(t('list.separator'));
         expect(
           race > 0,
           t('step.05.file.noKey', { several: several ? t('step.05.file.noKey.several', { several }) : '', showLoop: showLoop() }),

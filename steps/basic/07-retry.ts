@@ -1,6 +1,6 @@
 import { CheckFailed, expect } from '../../grader/failure.js';
 import { sentences, statements, wordCount, type Statement } from '../../grader/markdown.js';
-import { t } from '../../i18n/index.js';
+import { listOf, t } from '../../i18n/index.js';
 import type { Step } from '../../grader/track.js';
 import { anyOf, pattern, phraseSource, WORDS, type Phrase, type Words } from './words/index.js';
 
@@ -706,21 +706,23 @@ export const step: Step = {
         const strict = u.outcomes.filter((o) => TRUTH[o]?.strict && !classified.has(o));
         if (strict.length === 0) continue;
         const labels = strict.map((o) => (o === 'timeout' ? t('step.07.aTimeout') : String(o)));
-        const named = labels.length > 1 ? t('step.07.listAnd', { list: labels.slice(0, -1).join(', '), last: labels[labels.length - 1] }) : labels[0];
+        const named = labels.length > 1 ? t('step.07.listAnd', { list: listOf(labels.slice(0, -1)), last: labels[labels.length - 1] }) : labels[0];
         notes.warn(t('step.07.unread', { named, text: u.text }));
       }
       const covered = new Set(reasoned.flatMap((c) => c.outcomes));
+      // The outcomes as the learner's language names them (a timeout is a word, not an HTTP status).
+      const coveredList = listOf([...covered].map((o) => (o === 'timeout' ? t('step.07.timeoutWord') : o)));
       const unreasoned = found.filter((c) => reasonWords(c.reason) < 2).map((c) => t('step.07.noReason', { text: c.text }));
       expect(
         covered.size >= MIN_OUTCOMES,
         t('step.07.tooFew', { min: MIN_OUTCOMES, count: covered.size }),
         t('step.07.tooFew.why'),
-        { details: [...(covered.size ? [t('step.07.classified', { list: [...covered].join(', ') })] : []), ...unreasoned] },
+        { details: [...(covered.size ? [t('step.07.classified', { list: coveredList })] : []), ...unreasoned] },
       );
       if (!BACKOFF.test(text) || !JITTER.test(text)) {
         notes.warn(t('step.07.backoff'));
       }
-      return t('step.07.pass', { list: [...covered].join(', ') });
+      return t('step.07.pass', { list: coveredList });
     },
   },
   get hints() {

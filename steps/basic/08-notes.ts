@@ -1,6 +1,6 @@
 import { expect } from '../../grader/failure.js';
 import { sentences, statements, wordCount } from '../../grader/markdown.js';
-import { t } from '../../i18n/index.js';
+import { listOf, t } from '../../i18n/index.js';
 import type { Step } from '../../grader/track.js';
 import { pattern, WORDS } from './words/index.js';
 
@@ -119,10 +119,10 @@ export const step: Step = {
       // Each idea in a sentence of its own: three keywords in one sentence explain none of them.
       expect(
         distinct(where),
-        t('step.08.oneSentence', { list: CONCEPTS.map((c) => c.name).join(', ') }),
+        t('step.08.oneSentence', { list: listOf(CONCEPTS.map((c) => c.name)) }),
         t('step.08.oneSentence.why'),
       );
-      return t('step.08.pass', { list: CONCEPTS.map((c) => c.name).join(', ') });
+      return t('step.08.pass', { list: listOf(CONCEPTS.map((c) => c.name)) });
     },
   },
   get hints() {

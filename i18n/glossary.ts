@@ -1,0 +1,55 @@
+/**
+ * One word per concept, per language: for each concept the word every Korean or Chinese
+ * text uses (catalogs, hints, sheets), and the words it replaced. test/glossary.test.ts
+ * fails when any text still uses a replaced word, outside the phrases listed as `allowed`
+ * (where the same characters mean something else, e.g. a port 被占用 "taken", not a claim).
+ * Checkers that read a learner's own words (steps/basic/words) accept synonyms on purpose
+ * and are not held to this.
+ */
+
+/** A concept and its one word in a language. */
+export interface GlossaryEntry {
+  /** The concept, in English: the field's term (response, payment, claim, ...). */
+  concept: string;
+  /** The word every text uses for it. */
+  use: string;
+  /** Words that meant the same and must not be used for it any more. */
+  replaced: string[];
+  /** Phrases in which a replaced word means something else and stays. */
+  allowed?: string[];
+}
+
+/** The Korean and Chinese glossaries (English keeps the field's terms: see the brief's names). */
+export const GLOSSARY: Record<'ko' | 'zh', GlossaryEntry[]> = {
+  ko: [
+    { concept: 'track (basic, advanced)', use: '과정', replaced: ['트랙'] },
+    { concept: 'ledger', use: '원장', replaced: ['장부'] },
+    { concept: 'heading: what the check looks at', use: '**채점 기준.**', replaced: ['**검사 방법.**', '**검사가 보는 것.**', '**채점 내용.**'] },
+    { concept: 'heading: why', use: '**왜 필요한가.**', replaced: ['**왜 그런가.**'] },
+  ],
+  zh: [
+    { concept: 'response', use: '响应', replaced: ['应答', '回应'] },
+    { concept: 'payment', use: '支付', replaced: ['付款'] },
+    { concept: 'charge (the provider moving money)', use: '扣款', replaced: [] },
+    { concept: 'track (basic, advanced)', use: '路线', replaced: ['轨道'] },
+    { concept: 'claim (on a key, while in flight)', use: '占位', replaced: ['占用'], allowed: ['被占用', '程序占用', '占用 {file}'] },
+    { concept: 'request body', use: '请求体', replaced: ['正文'] },
+    { concept: 'workspace', use: '工作目录', replaced: ['工作区'] },
+    { concept: 'a note that does not fail the step (hint is the hint feature)', use: '注意：', replaced: ['提示：'] },
+    { concept: 'heading: what the check looks at', use: '**检查内容。**', replaced: ['**怎么检查。**', '**检查方式。**', '**检查看什么。**', '**评分内容。**'] },
+  ],
+};
+
+/**
+ * The replaced words `text` uses, by the glossary of `lang`: each with the word to use instead.
+ * @returns one finding per replaced word found (outside its allowed phrases), in glossary order
+ */
+export function replacedWords(text: string, lang: 'ko' | 'zh'): Array<{ word: string; use: string }> {
+  const found: Array<{ word: string; use: string }> = [];
+  for (const entry of GLOSSARY[lang]) {
+    let rest = text;
+    for (const phrase of entry.allowed ?? []) rest = rest.split(phrase).join('');
+    for (const word of entry.replaced) if (rest.includes(word)) found.push({ word, use: entry.use });
+  }
+  return found;
+}

@@ -1,0 +1,35 @@
+/**
+ * The numbers a sheet quotes are the numbers its step's check uses: each quoted number is
+ * read out of the sheet, in every language, and compared with the step's own constant, so
+ * that a check that changes (05 went from three rounds to five) fails this test until the
+ * sheets say so too.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { RACE_ROUNDS } from '../steps/basic/05-race.js';
+import { RACE_SIZE } from '../grader/race.js';
+import { checkTimeouts } from '../grader/http.js';
+import { LAB_DIR } from '../lab/paths.js';
+import { sheetSection } from '../lab/sheet.js';
+
+/** A number a sheet quotes: the step, what it is, the value the check uses, and where the sheet says it in each language (the first group is the number). */
+const QUOTED: Array<{ step: string; what: string; value: number; en: RegExp; ko: RegExp; zh: RegExp }> = [
+  // The three plain rounds, the round with the database held and the slow ones (05's pass message counts RACE_ROUNDS + 2).
+  { step: '05', what: 'rounds of the live check', value: RACE_ROUNDS + 2, en: /Live: (\d+) rounds of/, ko: /동시 요청 \d+개를 (\d+)번 보냅니다/, zh: /实时检查进行 (\d+) 轮/ },
+  { step: '05', what: 'simultaneous requests per round', value: RACE_SIZE, en: /rounds of (\d+) simultaneous requests/, ko: /동시 요청 (\d+)개를/, zh: /同时发送 (\d+) 个\s*请求/ },
+  { step: '05', what: 'seconds each request has to be answered', value: checkTimeouts().answerMs / 1000, en: /answer every request within (\d+) seconds/, ko: /모든 요청은 (\d+)초 안에/, zh: /在 (\d+) 秒内得到/ },
+];
+
+test('the numbers each sheet quotes are the constants its step checks with, in every language', () => {
+  for (const lang of ['en', 'ko', 'zh'] as const) {
+    const sheet = fs.readFileSync(path.join(LAB_DIR, `LAB.${lang}.md`), 'utf8');
+    for (const q of QUOTED) {
+      const section = sheetSection(sheet, q.step) ?? '';
+      const found = q[lang].exec(section);
+      assert.ok(found, `LAB.${lang}.md, step ${q.step}: where it quotes the ${q.what} (${q[lang]})`);
+      assert.equal(Number(found[1]), q.value, `LAB.${lang}.md, step ${q.step}: the ${q.what}`);
+    }
+  }
+});
