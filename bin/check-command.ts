@@ -119,8 +119,9 @@ export interface CheckOptions extends WorkspaceOptions {
    */
   configSha256?: string;
   /**
-   * --time-limit SECONDS: stop grading after this long in all (its servers stopped, the
-   * steps not finished in error), e.g. to stay within a test runner's bound (Exercism: 20 s).
+   * --time-limit SECONDS: stop grading this long after the process started (its servers
+   * stopped, the steps not finished in error), e.g. to stay within a test runner's bound
+   * (Exercism: 20 s).
    */
   timeLimit?: string;
 }
@@ -231,7 +232,8 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
   const { c } = out;
   const replayPort = readState(workspace).port ?? DEFAULT_PORT;
   const controller = new AbortController();
-  const timer = limitMs === undefined ? undefined : setTimeout(() => controller.abort(new Error(t('check.timeLimit', { seconds: limitMs / 1000 }))), limitMs);
+  // The limit counts from the process's start (performance.now() is ms since then), not from here.
+  const timer = limitMs === undefined ? undefined : setTimeout(() => controller.abort(new Error(t('check.timeLimit', { seconds: limitMs / 1000 }))), Math.max(0, limitMs - performance.now()));
   let results: StepResult[];
   try {
     results = await grade({

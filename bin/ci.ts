@@ -499,26 +499,29 @@ export function gradescopeRunText(track: Track): string {
 # Points, required steps and visibility: /autograder/source/idem-lab.json (yours, not the
 # student's). The student's files: /autograder/submission.
 set -uo pipefail
+root="\${IDEM_LAB_AUTOGRADER:-/autograder}"
+user="\${IDEM_LAB_USER:-idemlab}"
 work="$(mktemp -d)"
-cp -a /autograder/submission/. "$work/"
-chown -R idemlab: "$work"
+out="$(mktemp -d)"
+cp -a "$root/submission/." "$work/"
+chown -R "$user": "$work" "$out"
 # What confines a student's server: bubblewrap when this container may make namespaces,
-# else only this throw-away container and the user idemlab (which cannot change idem-lab,
+# else only this throw-away container and the user $user (which cannot change idem-lab,
 # the config or the results, but shares its user with the grading run).
-if runuser -u idemlab -- bwrap --unshare-all --die-with-parent --ro-bind / / true 2>/dev/null; then
+if runuser -u "$user" -- bwrap --unshare-all --die-with-parent --ro-bind / / true 2>/dev/null; then
   echo "idem-lab: student servers run in the bubblewrap sandbox"
 else
-  echo "idem-lab: bubblewrap cannot make namespaces in this container: student servers run as the user idemlab, confined by the container only"
+  echo "idem-lab: bubblewrap cannot make namespaces in this container: student servers run as the user $user, confined by the container only"
 fi
-runuser -u idemlab -- env HOME=/home/idemlab idem-lab check --dir "$work" --track ${track.id} \\\\
-  --config /autograder/source/idem-lab.json --sandbox auto --reporter gradescope="$work/.gradescope-results.json"
-mkdir -p /autograder/results
-if [ -f "$work/.gradescope-results.json" ] && [ ! -L "$work/.gradescope-results.json" ]; then
-  cp "$work/.gradescope-results.json" /autograder/results/results.json
+runuser -u "$user" -- env HOME="$work" idem-lab check --dir "$work" --track ${track.id} \\
+  --config "$root/source/idem-lab.json" --sandbox auto --reporter gradescope="$out/results.json"
+mkdir -p "$root/results"
+if [ -f "$out/results.json" ] && [ ! -L "$out/results.json" ]; then
+  cp "$out/results.json" "$root/results/results.json"
 else
-  printf '%s\\n' '{"score": 0, "output": "idem-lab could not grade this submission: see the autograder output.", "stdout_visibility": "visible", "tests": []}' > /autograder/results/results.json
+  printf '%s\\n' '{"score": 0, "execution_time": 0, "visibility": "visible", "output": "idem-lab could not grade this submission: see the autograder output.", "stdout_visibility": "visible", "tests": []}' > "$root/results/results.json"
 fi
-rm -rf "$work"
+rm -rf "$work" "$out"
 `;
 }
 
@@ -526,9 +529,11 @@ rm -rf "$work"
  * Exercism's test-runner entry point, bin/run.sh <slug> <input-dir> <output-dir>
  * (https://exercism.org/docs/building/tooling/test-runners/interface): writes
  * <output-dir>/results.json (version 3), exits 0 whatever the verdict, and finishes within
- * EXERCISM_SECONDS: idem-lab check stops itself at EXERCISM_SECONDS - 4 s (--time-limit,
- * its servers stopped, an error result written), and `timeout` ends it at
- * EXERCISM_SECONDS - 2 s in any case, after which run.sh writes an error result itself.
+ * EXERCISM_SECONDS: idem-lab check stops itself EXERCISM_SECONDS - 6 s after it started
+ * (--time-limit: its servers stopped, the unfinished steps errors, results.json written),
+ * and `timeout` ends it at EXERCISM_SECONDS - 2 s in any case (killed a second later),
+ * after which run.sh writes an error result itself: a loaded machine can cost the
+ * details, never the bound.
  */
 export function exercismRunText(track: Track): string {
   return `#!/usr/bin/env bash
@@ -548,8 +553,8 @@ rm -f "$results"
 # The input folder is read-only to the runner: the solution is graded in a copy.
 work="$(mktemp -d)"
 cp -a "$input/." "$work/"
-timeout --kill-after=1 ${EXERCISM_SECONDS - 2} idem-lab check --dir "$work" --track ${track.id} --config /opt/idem-lab/idem-lab.json \\\\
-  --sandbox auto --time-limit ${EXERCISM_SECONDS - 4} --reporter json="$results" > "$output/idem-lab.log" 2>&1
+timeout --kill-after=1 ${EXERCISM_SECONDS - 2} idem-lab check --dir "$work" --track ${track.id} --config "\${IDEM_LAB_CONFIG:-/opt/idem-lab/idem-lab.json}" \\
+  --sandbox auto --time-limit ${EXERCISM_SECONDS - 6} --reporter json="$results" > "$output/idem-lab.log" 2>&1
 if [ ! -s "$results" ]; then
   printf '%s\\n' '{"version": 3, "status": "error", "message": "idem-lab could not grade this solution in time ('"$slug"'): the server may hang at start-up.", "tests": []}' > "$results"
 fi
@@ -618,6 +623,7 @@ export async function ciInit(options: CiInitOptions): Promise<CiInitReport> {
   if (options.cohort) shardCount(options.shards);
   if (options.before !== undefined) checkBefore(options.before);
   const report: CiInitReport = { written: [], kept: [] };
+  const configs: string[] = [];
   fs.mkdirSync(base, { recursive: true });
   const extras: Array<[string, string]> = [[path.join(base, CONFIG_FILE), defaultConfigText(track)]];
   if (options.cohort) extras.push([path.join(root, ROSTER_FILE), defaultRosterText()]);
@@ -626,7 +632,7 @@ export async function ciInit(options: CiInitOptions): Promise<CiInitReport> {
     if (fs.existsSync(file)) report.kept.push(name);
     else {
       fs.writeFileSync(file, text);
-      report.written.push(name);
+      configs.push(name);
     }
   }
   const configFile = path.join(base, CONFIG_FILE);
@@ -656,6 +662,7 @@ export async function ciInit(options: CiInitOptions): Promise<CiInitReport> {
     if (executable) fs.chmodSync(file, 0o755);
     report.written.push(name);
   }
+  report.written.push(...configs);
   report.track = track.id;
   if (!bundle && addIgnores(path.join(root, '.gitignore'), options.cohort ? [...IGNORED, ...COHORT_IGNORED] : IGNORED)) report.written.push('.gitignore');
   return report;
