@@ -138,13 +138,18 @@ export const ACTIONS = {
 } as const;
 
 /**
- * The install step. npm 11 and later run no dependency's install script unless allowed;
- * better-sqlite3's (which fetches or builds its native module) is allowed by name for this
- * one global install, so npm neither warns nor skips it. An npm that refuses the flag, or
- * skips the script anyway, leaves better-sqlite3 without its native module: idem-lab then
- * stops with exit code 2 and says so before grading anything; it never grades without it.
+ * The install step. npm 11.16 and later list every dependency install script not allowed
+ * by name (`allowScripts`), and npm 12 blocks them; a global install has no package.json
+ * of its own to allow them in, so the flag `--allow-scripts=better-sqlite3` allows the
+ * one script idem-lab needs (better-sqlite3's, which fetches or builds the ledger's
+ * native driver) for this install: npm neither warns nor skips it. An older npm ignores
+ * the flag with a warning and runs the script as it always did. An npm that skipped it
+ * anyway would leave better-sqlite3 without its native module: every live step then ends
+ * in error naming the missing better_sqlite3.node, the run is an error (exit code 2) and
+ * no live step earns a point; nothing passes without it.
+ * (npm/cli#9469: `--allow-scripts` is the mechanism for global installs.)
  */
-const INSTALL = 'npm install --global --no-fund --no-audit "$IDEM_LAB_PACKAGE"';
+export const INSTALL = 'npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 "$IDEM_LAB_PACKAGE"';
 
 const SETUP: Step[] = [
   // The job's token is not left in .git/config, where a student's server could read it.
@@ -478,8 +483,8 @@ apt-get update -q
 apt-get install -y -q ca-certificates curl gnupg python3 bubblewrap
 curl -fsSL https://deb.nodesource.com/setup_${NODE_LTS}.x | bash -
 apt-get install -y -q nodejs
-# npm 11 runs no install script unless allowed: better-sqlite3's builds the ledger's driver.
-npm install --global --no-fund --no-audit /autograder/source/${tarballName()}
+# npm 12 runs no dependency's install script unless allowed: better-sqlite3's builds the ledger's driver.
+npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 /autograder/source/${tarballName()}
 # The grading runs as this user: a student's server cannot change idem-lab, the config or
 # /autograder/results, which stay root's.
 id idemlab >/dev/null 2>&1 || useradd --create-home --shell /usr/sbin/nologin idemlab
@@ -569,7 +574,7 @@ export function exercismDockerfileText(): string {
 FROM node:${NODE_LTS}-bookworm-slim
 RUN apt-get update -q && apt-get install -y -q --no-install-recommends python3 bubblewrap coreutils && rm -rf /var/lib/apt/lists/*
 COPY ${tarballName()} idem-lab.json /opt/idem-lab/
-RUN npm install --global --no-fund --no-audit /opt/idem-lab/${tarballName()}
+RUN npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 /opt/idem-lab/${tarballName()}
 COPY bin/run.sh /opt/test-runner/bin/run.sh
 WORKDIR /opt/test-runner
 ENTRYPOINT ["/opt/test-runner/bin/run.sh"]

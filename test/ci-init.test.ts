@@ -47,7 +47,7 @@ function unquotedValues(text: string): string[] {
     .filter((value): value is string => value !== undefined && !/^"/.test(value) && !/^(\d+|true|false|\|-?)$/.test(value));
 }
 
-test('the workflow installs Node\'s LTS and Python, the packed idem-lab, checks with the github and json reporters, uploads the results', () => {
+test('the workflow installs Node\'s LTS and Python, the packed idem-lab, checks with the github and json reporters, uploads the results', async () => {
   const text = workflowText();
   const workflow = parse(text) as Workflow;
   assert.deepEqual(unquotedValues(text), [], 'every value is quoted');
@@ -67,7 +67,13 @@ test('the workflow installs Node\'s LTS and Python, the packed idem-lab, checks 
   const install = job.steps.find((s) => s.run?.startsWith('npm install --global'));
   assert.equal(job.env?.IDEM_LAB_TRACK, 'basic');
   assert.match(String(job.env?.IDEM_LAB_CONFIG_SHA256), /^[0-9a-f]{64}$/);
-  assert.equal(install?.run, 'npm install --global --no-fund --no-audit "$IDEM_LAB_PACKAGE"', 'the spec reaches npm through the environment, quoted');
+  assert.equal(install?.run, 'npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 "$IDEM_LAB_PACKAGE"', 'the spec reaches npm through the environment, quoted; better-sqlite3\'s install script allowed by name');
+  const pkg = JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8'));
+  const scripted = Object.keys(pkg.dependencies).filter((name) => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, 'node_modules', name, 'package.json'), 'utf8'));
+    return ['preinstall', 'install', 'postinstall'].some((k) => manifest.scripts?.[k]) || fs.existsSync(path.join(PACKAGE_ROOT, 'node_modules', name, 'binding.gyp'));
+  });
+  assert.deepEqual(scripted, ['better-sqlite3'], 'the only direct dependency with an install script is the one allowed');
   assert.ok(install && job.steps.indexOf(install) < job.steps.indexOf(checkStep(job.steps)), 'idem-lab is installed before the check');
   const check = checkStep(job.steps);
   assert.equal(check.if, undefined, 'the check step fails the job with its exit code');
