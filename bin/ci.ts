@@ -647,6 +647,7 @@ export async function ciInit(options: CiInitOptions): Promise<CiInitReport> {
     const packed = await packInto(root);
     const target = path.join(bundle, tarballName());
     fs.renameSync(path.join(root, packed), path.join(root, target));
+    if (fs.readdirSync(path.join(root, PACKED_DIR)).length === 0) fs.rmdirSync(path.join(root, PACKED_DIR));
     report.written.push(target);
   } else if (options.package === undefined) report.written.push(await packInto(root));
   const files: Array<[string, string, boolean]> = options.gradescope

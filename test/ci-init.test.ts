@@ -146,7 +146,9 @@ test('actionlint accepts the student, Classroom and cohort workflows (and finds 
 test('the npm package: the files allow-list ships the command line and the lab, never the fixtures, the reference solution or answers', async () => {
   const run = await execa('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: PACKAGE_ROOT, env: { npm_config_update_notifier: 'false' } });
   const files = (JSON.parse(run.stdout) as Array<{ files: Array<{ path: string }> }>)[0].files.map((f) => f.path).sort();
-  for (const needed of ['package.json', 'dist/bin/idem-lab.js', 'dist/grader/engine.js', 'dist/bin/ci.js', 'dist/steps/index.js', 'dist/i18n/ko.js', 'lab/server.py', 'lab/probe.sh', 'lab/ledger.sh', 'lab/LAB.en.md', 'lab/LAB.ko.md', 'lab/LAB.zh.md', 'docs/instructors.md']) {
+  assert.match(fs.readFileSync(path.join(PACKAGE_ROOT, 'LICENSE'), 'utf8'), /^MIT License\n\nCopyright \(c\) /, 'the licence package.json names (MIT) is there');
+  assert.equal(JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')).license, 'MIT');
+  for (const needed of ['LICENSE', 'package.json', 'dist/bin/idem-lab.js', 'dist/grader/engine.js', 'dist/bin/ci.js', 'dist/steps/index.js', 'dist/i18n/ko.js', 'lab/server.py', 'lab/probe.sh', 'lab/ledger.sh', 'lab/LAB.en.md', 'lab/LAB.ko.md', 'lab/LAB.zh.md', 'docs/instructors.md']) {
     assert.ok(files.includes(needed), `ships ${needed}`);
   }
   const leaked = files.filter((f) => /(^|\/)(fixtures|test|bench|answers)\//.test(f) || /reference|solutions/.test(f) || f.endsWith('.ts') || f === 'tsconfig.json');
