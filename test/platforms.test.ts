@@ -216,7 +216,7 @@ test('Gradescope: run_autograder grades /autograder/submission with the instruct
     assert.match(init.stdout, /zip -r \.\.\/autograder\.zip/);
     const bundle = path.join(repo.dir, GRADESCOPE_DIR);
     assert.deepEqual(fs.readdirSync(bundle).sort(), ['idem-lab-0.1.0.tgz', 'idem-lab.json', 'run_autograder', 'setup.sh'].sort());
-    assert.match(fs.readFileSync(path.join(bundle, 'setup.sh'), 'utf8'), /npm install --global --no-fund --no-audit \/autograder\/source\/idem-lab-0\.1\.0\.tgz/);
+    assert.match(fs.readFileSync(path.join(bundle, 'setup.sh'), 'utf8'), /npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 \/autograder\/source\/idem-lab-0\.1\.0\.tgz/);
     const root = path.join(repo.dir, 'autograder');
     fs.mkdirSync(path.join(root, 'source'), { recursive: true });
     fs.writeFileSync(path.join(root, 'source', 'idem-lab.json'), JSON.stringify({ track: 'basic', points: { '07': 2 }, visibility: { '07': 'hidden', '08': 'after_due_date' } }));
