@@ -11,7 +11,7 @@ import { chooseSandboxFor, NoSandbox, SANDBOX_MODES, type SandboxChoice, type Sa
 import { visible } from '../grader/visible.js';
 import { formatProgress, formatResult, formatSummary } from '../grader/reporters/human.js';
 import type { StepResult } from '../grader/types.js';
-import { allSteps, chooseSteps, configForTrack, passedIn, resolveTrack } from './tracks.js';
+import { allSteps, chooseSteps, configForTrack, passedIn, resolveTrack, verifyPin } from './tracks.js';
 import type { Step, Track } from '../grader/track.js';
 import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from '../grader/grading.js';
 import { chooseReporters, writeReports, type ReporterChoice } from '../grader/reporters/index.js';
@@ -125,6 +125,29 @@ export interface CheckOptions extends WorkspaceOptions {
   sandbox?: string;
   /** --track ID: grade that track's steps when none are named (default: the workspace's track). */
   track?: string;
+  /**
+   * --config-sha256 HEX: grade only when the config's points, required steps, visibility
+   * and track hash to this (see tracks.ts configDigest); written into the workflow by
+   * `ci init`, so that editing idem-lab.json in a student's repository does not change the mark.
+   */
+  configSha256?: string;
+  /**
+   * --time-limit SECONDS: stop grading this long after the process started (its servers
+   * stopped, the steps not finished in error), e.g. to stay within a test runner's bound
+   * (Exercism: 20 s).
+   */
+  timeLimit?: string;
+}
+
+/**
+ * The --time-limit in ms; undefined when not given.
+ * @throws SetupError unless a number of seconds above 0
+ */
+export function timeLimitMs(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0) throw new SetupError(t('check.badTimeLimit', { value }));
+  return Math.round(n * 1000);
 }
 
 /**
@@ -204,10 +227,14 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
   let prepared: Awaited<ReturnType<typeof prepareCheck>>;
   let config: GradingConfig;
   let seed: Seed | undefined;
+  let limitMs: number | undefined;
   try {
     prepared = await prepareCheck(selectors, options);
-    config = configForTrack(configFor(options, prepared.workspace), prepared.track);
+    const read = configFor(options, prepared.workspace);
+    if (options.configSha256 !== undefined) verifyPin(options.configSha256, read, prepared.track);
+    config = configForTrack(read, prepared.track);
     seed = seedOption(options.seed);
+    limitMs = timeLimitMs(options.timeLimit);
   } catch (err) {
     if (err instanceof SetupError && choices.some((c) => c.name !== 'human')) return reportSetupError(err, selectors, options, choices);
     throw err;
@@ -223,13 +250,22 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
     else out.error(`idem-lab: ${warning}`);
   }
   const replayPort = readState(workspace).port ?? DEFAULT_PORT;
-  const results = await grade({
-    workspace,
-    command,
-    steps,
-    seed,
-    onResult: human ? (result) => out.log(formatResult(result, c, { replayPort, points: pointsOf(config, result.id) }) + '\n') : undefined,
-  });
+  const controller = new AbortController();
+  // The limit counts from the process's start (performance.now() is ms since then), not from here.
+  const timer = limitMs === undefined ? undefined : setTimeout(() => controller.abort(new Error(t('check.timeLimit', { seconds: limitMs / 1000 }))), Math.max(0, limitMs - performance.now()));
+  let results: StepResult[];
+  try {
+    results = await grade({
+      workspace,
+      command,
+      steps,
+      seed,
+      signal: controller.signal,
+      onResult: human ? (result) => out.log(formatResult(result, c, { replayPort, points: pointsOf(config, result.id) }) + '\n') : undefined,
+    });
+  } finally {
+    clearTimeout(timer);
+  }
   const passedBefore = passedIn(track, workspace);
   saveVerdicts(workspace, results, out);
   const report = scoreResults(results, config);

@@ -1,10 +1,13 @@
 /**
  * `idem-lab ci init`: sets up grading in GitHub Actions.
  *
- * - In a student template repository: .github/workflows/idem-lab.yml (Node 20, Python
- *   3.12, idem-lab check with the github and json reporters, the results file uploaded,
- *   the job failing when a required step fails), optionally in the shape of GitHub
- *   Classroom's own autograding template (`--classroom`).
+ * - In a student template repository: .github/workflows/idem-lab.yml (Node's current LTS,
+ *   Python 3.12, idem-lab check with the github and json reporters, the results file
+ *   uploaded, the job failing when a required step fails), optionally in the shape of
+ *   GitHub Classroom's own autograding template (`--classroom`). The track (`--track`)
+ *   goes into the committed idem-lab.json and the workflow; the workflow pins the
+ *   points, required steps, visibility and track by their SHA-256 (`check
+ *   --config-sha256`), so that a student who edits idem-lab.json gets an error, not marks.
  * - In an instructor's repository (`--cohort`): .github/workflows/idem-lab-cohort.yml,
  *   which clones the students' repositories named in roster.txt, grades them in N shards
  *   on a GitHub Actions matrix (`idem-lab grade --shard K/N`) and merges the shards'
@@ -25,9 +28,11 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { Document, isScalar, visit, type Scalar } from 'yaml';
 import { SetupError } from '../grader/failure.js';
-import { CONFIG_FILE, DEFAULT_POINTS } from '../grader/grading.js';
+import { CONFIG_FILE, DEFAULT_POINTS, parseGradingConfig, readGradingConfig } from '../grader/grading.js';
 import { listOf, t } from '../i18n/index.js';
-import { STEPS } from '../steps/index.js';
+import { BASIC } from '../steps/index.js';
+import type { Track } from '../grader/track.js';
+import { allSteps, configDigest, configTrack, resolveTrack } from './tracks.js';
 import { PACKAGE_ROOT } from '../lab/paths.js';
 import { outputOf, type Output } from './output.js';
 
@@ -58,8 +63,16 @@ export interface CiInitOptions {
   package?: string;
   /** Write the instructor's cohort workflow instead of the student one. */
   cohort?: boolean;
+  /** Write Gradescope's autograder (gradescope/: setup.sh, run_autograder, idem-lab.json, the packed idem-lab) instead. */
+  gradescope?: boolean;
+  /** Write an Exercism test runner (exercism/: bin/run.sh, Dockerfile, idem-lab.json, the packed idem-lab) instead. */
+  exercism?: boolean;
   /** --shards N: matrix jobs of the cohort workflow (default DEFAULT_SHARDS). */
   shards?: string | number;
+  /** --track ID: the track the repository is graded on (default: idem-lab.json's, else basic). */
+  track?: string;
+  /** --before DATE: with --cohort, grade each student's last commit before DATE (git's date syntax, e.g. 2026-12-01T23:59:00Z). */
+  before?: string;
   /** Overwrite an existing workflow file. */
   force?: boolean;
   /** Where `ci init` says what it wrote (default: stdout). */
@@ -105,12 +118,45 @@ export function shardCount(value: string | number | undefined): number {
 /** A workflow step as the yaml library stringifies it. */
 type Step = Record<string, unknown>;
 
+/**
+ * The Node.js major the workflows install: the current Active LTS line (Node 24 since
+ * October 2025; Node 20 reached its end of life in April 2026, https://nodejs.org/en/about/previous-releases).
+ */
+export const NODE_LTS = '24';
+
+/**
+ * The actions the workflows use, each at its first major whose action.yml runs on node24
+ * (GitHub runs node20 actions on node24 since June 2026, with a deprecation warning).
+ */
+export const ACTIONS = {
+  checkout: 'actions/checkout@v6',
+  setupNode: 'actions/setup-node@v6',
+  setupPython: 'actions/setup-python@v6',
+  upload: 'actions/upload-artifact@v6',
+  download: 'actions/download-artifact@v7',
+  classroomReporter: 'classroom-resources/autograding-grading-reporter@v1',
+} as const;
+
+/**
+ * The install step. npm 11.16 and later list every dependency install script not allowed
+ * by name (`allowScripts`), and npm 12 blocks them; a global install has no package.json
+ * of its own to allow them in, so the flag `--allow-scripts=better-sqlite3` allows the
+ * one script idem-lab needs (better-sqlite3's, which fetches or builds the ledger's
+ * native driver) for this install: npm neither warns nor skips it. An older npm ignores
+ * the flag with a warning and runs the script as it always did. An npm that skipped it
+ * anyway would leave better-sqlite3 without its native module: every live step then ends
+ * in error naming the missing better_sqlite3.node, the run is an error (exit code 2) and
+ * no live step earns a point; nothing passes without it.
+ * (npm/cli#9469: `--allow-scripts` is the mechanism for global installs.)
+ */
+export const INSTALL = 'npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 "$IDEM_LAB_PACKAGE"';
+
 const SETUP: Step[] = [
   // The job's token is not left in .git/config, where a student's server could read it.
-  { uses: 'actions/checkout@v4', with: { 'persist-credentials': false } },
-  { uses: 'actions/setup-node@v4', with: { 'node-version': '20' } },
-  { uses: 'actions/setup-python@v5', with: { 'python-version': '3.12' } },
-  { name: 'Install idem-lab', run: 'npm install --global "$IDEM_LAB_PACKAGE"' },
+  { uses: ACTIONS.checkout, with: { 'persist-credentials': false } },
+  { uses: ACTIONS.setupNode, with: { 'node-version': NODE_LTS } },
+  { uses: ACTIONS.setupPython, with: { 'python-version': '3.12' } },
+  { name: 'Install idem-lab', run: INSTALL },
 ];
 
 /**
@@ -138,6 +184,9 @@ function emit(workflow: Record<string, unknown>, comment: string, stepComments: 
   return doc.toString({ defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN', nullStr: '', lineWidth: 0 });
 }
 
+/** The check step: the pinned track and config, the github and json reporters. */
+const CHECK_SCRIPT = 'idem-lab check --track "$IDEM_LAB_TRACK" --config-sha256 "$IDEM_LAB_CONFIG_SHA256" --reporter github --reporter json --output idem-lab-results.json';
+
 const CHECK_COMMENT = ' Fails the job when a required step fails (exit code 1) or the lab cannot be\n graded (exit code 2); the results file is written either way.';
 
 /**
@@ -150,19 +199,21 @@ const CHECK_COMMENT = ' Fails the job when a required step fails (exit code 1) o
  * @param options.package the npm install spec (default: the packed file, defaultPackageSpec)
  * @throws SetupError when the package spec is empty or holds a control character
  */
-export function workflowText(options: Pick<CiInitOptions, 'classroom' | 'package'> = {}): string {
+export function workflowText(options: Pick<CiInitOptions, 'classroom' | 'package' | 'track'> & { configSha256?: string } = {}): string {
   const spec = checkSpec(options.package ?? defaultPackageSpec());
   const classroom = options.classroom === true;
+  const track = resolveTrack(options.track ?? BASIC.id);
+  const pin = options.configSha256 ?? defaultConfigDigest(track);
   const steps: Step[] = [
     ...SETUP,
-    { name: 'Check the steps', id: CLASSROOM_RUNNER, run: 'idem-lab check --reporter github --reporter json --output idem-lab-results.json' },
-    { name: 'Upload the results', if: 'always()', uses: 'actions/upload-artifact@v4', with: { name: 'idem-lab-results', path: 'idem-lab-results.json', 'if-no-files-found': 'warn' } },
+    { name: 'Check the steps', id: CLASSROOM_RUNNER, run: CHECK_SCRIPT },
+    { name: 'Upload the results', if: 'always()', uses: ACTIONS.upload, with: { name: 'idem-lab-results', path: 'idem-lab-results.json', 'if-no-files-found': 'warn' } },
   ];
   if (classroom) {
     steps.push({
       name: 'Report to GitHub Classroom',
       if: 'always()',
-      uses: 'classroom-resources/autograding-grading-reporter@v1',
+      uses: ACTIONS.classroomReporter,
       env: { [`${CLASSROOM_RUNNER.toUpperCase()}_RESULTS`]: `\${{ steps.${CLASSROOM_RUNNER}.outputs.result }}` },
       with: { runners: CLASSROOM_RUNNER },
     });
@@ -170,7 +221,7 @@ export function workflowText(options: Pick<CiInitOptions, 'classroom' | 'package
   const job: Record<string, unknown> = classroom
     ? { 'runs-on': 'ubuntu-latest', if: "github.actor != 'github-classroom[bot]'" }
     : { name: 'idem-lab checks', 'runs-on': 'ubuntu-latest' };
-  Object.assign(job, { 'timeout-minutes': 15, env: { IDEM_LAB_PACKAGE: spec }, steps });
+  Object.assign(job, { 'timeout-minutes': 15, env: { IDEM_LAB_PACKAGE: spec, IDEM_LAB_TRACK: track.id, IDEM_LAB_CONFIG_SHA256: pin }, steps });
   const jobId = classroom ? CLASSROOM_JOB : 'grade';
   const workflow = {
     name: classroom ? 'Autograding Tests' : 'idem-lab',
@@ -181,15 +232,25 @@ export function workflowText(options: Pick<CiInitOptions, 'classroom' | 'package
   const comment = [
     ' Grades the lab in this repository on every push with the checks learners run',
     ' themselves (idem-lab check). Written by `idem-lab ci init`; edit as you need.',
-    ' Points and required steps: idem-lab.json ("points", "required"). The student controls',
-    ' this repository, this file included: marks that count come from `idem-lab grade`.',
+    ' IDEM_LAB_TRACK: the track graded (basic or advanced), also "track" in idem-lab.json.',
+    ' IDEM_LAB_CONFIG_SHA256 pins the points, required steps, visibility and track of',
+    ' idem-lab.json: if they change, the check stops with an error and no points. After',
+    ' changing them yourself, run `idem-lab ci init --force` again to pin the new ones.',
+    ' A student can change this file too, but not unseen: it is in the history, and',
+    ' GitHub Classroom flags changes to .github/. Marks that count: `idem-lab grade`.',
     ' IDEM_LAB_PACKAGE: what npm installs (the packed idem-lab committed beside this file,',
     ' an npm version, a tarball URL or a git URL).',
   ].join('\n');
   return emit(workflow, comment, [[jobId, SETUP.length, CHECK_COMMENT]]);
 }
 
-/** The clone step of the cohort workflow: every `owner/name` of roster.txt into submissions/owner/name. */
+/**
+ * The clone step of the cohort workflow: `idem-lab roster` reads the roster (roster.txt, or
+ * a GitHub Classroom roster export with IDEM_LAB_ORG and IDEM_LAB_ASSIGNMENT), checks every
+ * name and keeps only IDEM_LAB_STUDENT when set; each repository is cloned into
+ * submissions/owner/name, at its last commit before IDEM_LAB_BEFORE when set (git's
+ * committer date, `git rev-list --before`), else at its default branch's head.
+ */
 const CLONE_SCRIPT = `mkdir -p submissions
 # The token is handed to git for each clone, never stored in a clone's .git/config,
 # so no student's server can read it from its folder.
@@ -197,18 +258,24 @@ auth=""
 if [ -n "\${IDEM_LAB_TOKEN:-}" ]; then
   auth="AUTHORIZATION: basic $(printf 'x-access-token:%s' "$IDEM_LAB_TOKEN" | base64 | tr -d '\\n')"
 fi
-grep -Ev '^[[:space:]]*(#|$)' ${ROSTER_FILE} | tr -d '\\r' | while read -r repo; do
-  if ! printf '%s\\n' "$repo" | grep -Eq '^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$' || printf '%s\\n' "$repo" | grep -q '\\.\\.'; then
-    echo "::warning title=idem-lab::${ROSTER_FILE}: not a repository owner/name, skipped: $repo"
-    continue
+idem-lab roster "$IDEM_LAB_ROSTER" --org "\${IDEM_LAB_ORG:-}" --assignment "\${IDEM_LAB_ASSIGNMENT:-}" --only "\${IDEM_LAB_STUDENT:-}" > "$RUNNER_TEMP/repos.txt"
+while read -r repo; do
+  dir="submissions/$repo"
+  if [ -z "\${IDEM_LAB_BEFORE:-}" ]; then
+    if git -c "http.extraHeader=$auth" clone --quiet --depth 1 "$IDEM_LAB_GIT_BASE/$repo" "$dir"; then continue; fi
+  elif git -c "http.extraHeader=$auth" clone --quiet --no-checkout "$IDEM_LAB_GIT_BASE/$repo" "$dir"; then
+    commit="$(git -C "$dir" rev-list -n 1 --first-parent --before="$IDEM_LAB_BEFORE" HEAD || true)"
+    if [ -n "$commit" ] && git -C "$dir" -c advice.detachedHead=false checkout --quiet "$commit"; then
+      echo "$repo: graded at $commit, its last commit before $IDEM_LAB_BEFORE"
+      continue
+    fi
+    echo "::warning title=idem-lab::$repo has no commit before $IDEM_LAB_BEFORE: it is graded as an error row"
   fi
-  if ! git -c "http.extraHeader=$auth" clone --quiet --depth 1 "$IDEM_LAB_GIT_BASE/$repo" "submissions/$repo"; then
-    # An empty folder: the student gets an error row ("no server.py") instead of vanishing.
-    echo "::warning title=idem-lab::could not clone $repo: it is graded as an error row"
-    rm -rf "submissions/$repo"
-    mkdir -p "submissions/$repo"
-  fi
-done
+  # An empty folder: the student gets an error row ("no server.py") instead of vanishing.
+  echo "::warning title=idem-lab::could not clone $repo: it is graded as an error row"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+done < "$RUNNER_TEMP/repos.txt"
 `;
 
 /**
@@ -226,32 +293,63 @@ if [ "$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)"
 fi
 `;
 
-const GRADE_SCRIPT = `idem-lab grade --shard "$SHARD_INDEX/$SHARD_COUNT" --jobs 2 --config idem-lab.json \\
-  --json "gradebook-shard-$SHARD_INDEX.json" submissions/*/*
+/** The grade step: the workspaces cloned (a glob that matches none is no phantom workspace). */
+const GRADE_SCRIPT = `shopt -s nullglob
+workspaces=(submissions/*/*)
+idem-lab grade --shard "$SHARD_INDEX/$SHARD_COUNT" --jobs 2 --track "$IDEM_LAB_TRACK" --config idem-lab.json \\
+  --json "gradebook-shard-$SHARD_INDEX.json" "\${workspaces[@]}"
 `;
 
-const MERGE_SCRIPT = `idem-lab gradebook merge shards/*.json --json gradebook.json --csv gradebook.csv
+/** The merge step: the shards joined, into the previous run's gradebook when one is named (a regrade). */
+const MERGE_SCRIPT = `update=()
+if [ -f previous/gradebook.json ]; then update=(--update previous/gradebook.json); fi
+idem-lab gradebook merge shards/*.json "\${update[@]}" --json gradebook.json --csv gradebook.csv --feedback feedback
 `;
 
 /**
- * The instructor's cohort workflow: on workflow_dispatch, `shards` matrix jobs each install
- * the sandbox (bubblewrap), clone
- * the repositories of roster.txt (with the IDEM_LAB_TOKEN secret when set), grade their
- * slice with `idem-lab grade --shard K/N --config idem-lab.json` and upload its gradebook;
- * a last job merges them with `idem-lab gradebook merge` and uploads gradebook.json and
- * gradebook.csv. The shard jobs do not stop each other (fail-fast off), and the merge runs
- * even when a shard has error rows (its exit code 1).
- * @throws SetupError for a bad --package or --shards
+ * Checks a --before date: git's approxidate reads almost anything, so only the forms an
+ * instructor means are taken: an ISO 8601 date, or date and time (with an offset or Z).
+ * @throws SetupError for anything else
  */
-export function cohortWorkflowText(options: Pick<CiInitOptions, 'package' | 'shards'> = {}): string {
+export function checkBefore(value: string): string {
+  const text = value.trim();
+  const iso = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:Z|[+-]\d{2}:?\d{2})?)?$/.test(text);
+  if (!iso || Number.isNaN(Date.parse(text.replace(' ', 'T')))) throw new SetupError(t('ci.badBefore', { value }));
+  return text;
+}
+
+/**
+ * The instructor's cohort workflow: on workflow_dispatch (inputs `before`: grade the last
+ * commit before this date, default --before; `student`: grade only this owner/name;
+ * `gradebook-run`: the id of an earlier run whose gradebook the new rows go into),
+ * `shards` matrix jobs each install the sandbox (bubblewrap), clone the repositories of
+ * the roster (with the IDEM_LAB_TOKEN secret when set), grade their slice with `idem-lab
+ * grade --shard K/N --track T --config idem-lab.json` and upload its gradebook; a last job
+ * merges them with `idem-lab gradebook merge` (into the earlier gradebook with --update)
+ * and uploads gradebook.json, gradebook.csv and a feedback file per student. The shard
+ * jobs do not stop each other (fail-fast off), and the merge runs even when a shard has
+ * error rows (its exit code 1).
+ * @throws SetupError for a bad --package, --shards, --track or --before
+ */
+export function cohortWorkflowText(options: Pick<CiInitOptions, 'package' | 'shards' | 'track' | 'before'> = {}): string {
   const spec = checkSpec(options.package ?? defaultPackageSpec());
   const shards = shardCount(options.shards);
-  const upload = (name: string, file: string): Step => ({ name: `Upload ${file}`, if: 'always()', uses: 'actions/upload-artifact@v4', with: { name, path: file, 'if-no-files-found': 'error' } });
+  const track = resolveTrack(options.track ?? BASIC.id);
+  const before = options.before === undefined ? '' : checkBefore(options.before);
+  const upload = (name: string, file: string): Step => ({ name: `Upload ${file}`, if: 'always()', uses: ACTIONS.upload, with: { name, path: file, 'if-no-files-found': 'error' } });
   const workflow = {
     name: 'idem-lab cohort',
-    on: { workflow_dispatch: null },
-    permissions: { contents: 'read' },
-    env: { IDEM_LAB_PACKAGE: spec },
+    on: {
+      workflow_dispatch: {
+        inputs: {
+          before: { description: 'Grade each student\'s last commit before this date (e.g. 2026-12-01T23:59:00Z); empty: the latest', type: 'string', required: false, default: before },
+          student: { description: 'Grade only this repository (owner/name) of the roster; empty: everyone', type: 'string', required: false, default: '' },
+          'gradebook-run': { description: 'Put the new rows into the gradebook of this earlier run (its run id); empty: a new gradebook', type: 'string', required: false, default: '' },
+        },
+      },
+    },
+    permissions: { contents: 'read', actions: 'read' },
+    env: { IDEM_LAB_PACKAGE: spec, IDEM_LAB_TRACK: track.id },
     jobs: {
       grade: {
         name: 'Grade shard ${{ matrix.shard }}',
@@ -262,7 +360,19 @@ export function cohortWorkflowText(options: Pick<CiInitOptions, 'package' | 'sha
         steps: [
           ...SETUP,
           { name: 'Install the sandbox', run: SANDBOX_SCRIPT },
-          { name: "Clone the students' repositories", env: { IDEM_LAB_TOKEN: '${{ secrets.IDEM_LAB_TOKEN }}', IDEM_LAB_GIT_BASE: '${{ github.server_url }}' }, run: CLONE_SCRIPT },
+          {
+            name: "Clone the students' repositories",
+            env: {
+              IDEM_LAB_TOKEN: '${{ secrets.IDEM_LAB_TOKEN }}',
+              IDEM_LAB_GIT_BASE: '${{ github.server_url }}',
+              IDEM_LAB_ROSTER: ROSTER_FILE,
+              IDEM_LAB_ORG: '',
+              IDEM_LAB_ASSIGNMENT: '',
+              IDEM_LAB_BEFORE: '${{ inputs.before }}',
+              IDEM_LAB_STUDENT: '${{ inputs.student }}',
+            },
+            run: CLONE_SCRIPT,
+          },
           { name: 'Grade this shard', run: GRADE_SCRIPT },
           upload('gradebook-shard-${{ matrix.shard }}', 'gradebook-shard-${{ matrix.shard }}.json'),
         ],
@@ -274,10 +384,11 @@ export function cohortWorkflowText(options: Pick<CiInitOptions, 'package' | 'sha
         'runs-on': 'ubuntu-latest',
         'timeout-minutes': 15,
         steps: [
-          ...SETUP.filter((s) => s.uses !== 'actions/setup-python@v5'),
-          { uses: 'actions/download-artifact@v4', with: { pattern: 'gradebook-shard-*', path: 'shards', 'merge-multiple': true } },
+          ...SETUP.filter((s) => s.uses !== ACTIONS.setupPython),
+          { uses: ACTIONS.download, with: { pattern: 'gradebook-shard-*', path: 'shards', 'merge-multiple': true } },
+          { name: 'Download the earlier gradebook', if: "inputs.gradebook-run != ''", uses: ACTIONS.download, with: { name: 'gradebook', path: 'previous', 'run-id': '${{ inputs.gradebook-run }}', 'github-token': '${{ github.token }}' } },
           { name: 'Merge the gradebooks', run: MERGE_SCRIPT },
-          { name: 'Upload the gradebook', if: 'always()', uses: 'actions/upload-artifact@v4', with: { name: 'gradebook', path: 'gradebook.json\ngradebook.csv\n', 'if-no-files-found': 'error' } },
+          { name: 'Upload the gradebook', if: 'always()', uses: ACTIONS.upload, with: { name: 'gradebook', path: 'gradebook.json\ngradebook.csv\nfeedback/\n', 'if-no-files-found': 'error' } },
         ],
       },
     },
@@ -285,18 +396,26 @@ export function cohortWorkflowText(options: Pick<CiInitOptions, 'package' | 'sha
   const comment = [
     ' Grades a cohort: every repository in roster.txt (one owner/name a line), in shards',
     ' on a matrix of runners (idem-lab grade --shard K/N), then one gradebook from them all',
-    ' (idem-lab gradebook merge): the artifact "gradebook" holds gradebook.json and .csv.',
-    ' Written by `idem-lab ci init --cohort`. Points and required steps: idem-lab.json here,',
-    " never the students' own. Secret IDEM_LAB_TOKEN: a token that can read the students'",
-    ' repositories (not needed for public ones). Run it from the Actions tab.',
+    ' (idem-lab gradebook merge): the artifact "gradebook" holds gradebook.json, .csv and',
+    ' feedback/<student>.md. Written by `idem-lab ci init --cohort`. Points and required',
+    " steps: idem-lab.json here, never the students' own; IDEM_LAB_TRACK: the track graded.",
+    ' A GitHub Classroom roster export instead of roster.txt: set IDEM_LAB_ROSTER to the',
+    ' .csv file, IDEM_LAB_ORG to the organization and IDEM_LAB_ASSIGNMENT to the',
+    " assignment's repository prefix. Secret IDEM_LAB_TOKEN: a token that can read the",
+    " students' repositories (not needed for public ones). Run it from the Actions tab.",
   ].join('\n');
   return emit(workflow, comment);
 }
 
-/** The idem-lab.json `ci init` writes when there is none: every step's points, every step required. */
-export function defaultConfigText(): string {
-  const config = { points: Object.fromEntries(STEPS.map((s) => [s.id, DEFAULT_POINTS])), required: STEPS.map((s) => s.id) };
+/** The idem-lab.json `ci init` writes when there is none: the track, every step's points, every step required. */
+export function defaultConfigText(track: Track = BASIC): string {
+  const config = { track: track.id, points: Object.fromEntries(track.steps.map((s) => [s.id, DEFAULT_POINTS])), required: track.steps.map((s) => s.id) };
   return JSON.stringify(config, null, 2) + '\n';
+}
+
+/** The digest a workflow pins for the default config of `track` (see defaultConfigText, tracks.ts configDigest). */
+export function defaultConfigDigest(track: Track = BASIC): string {
+  return configDigest(parseGradingConfig(JSON.parse(defaultConfigText(track)), CONFIG_FILE, allSteps()), track);
 }
 
 /** The roster.txt `ci init --cohort` writes when there is none. */
@@ -308,6 +427,8 @@ export function defaultRosterText(): string {
 export interface CiInitReport {
   written: string[];
   kept: string[];
+  /** The track graded (the id). */
+  track?: string;
 }
 
 /**
@@ -339,37 +460,217 @@ export async function packInto(root: string): Promise<string> {
   }
 }
 
+/** Where `ci init --gradescope` writes the autograder's files, relative to the repository root. */
+export const GRADESCOPE_DIR = 'gradescope';
+/** Where `ci init --exercism` writes the test runner's files, relative to the repository root. */
+export const EXERCISM_DIR = 'exercism';
+/** Exercism's bound on one test run, in s (https://exercism.org/docs/building/tooling/test-runners/interface). */
+export const EXERCISM_SECONDS = 20;
+
 /**
- * Writes the workflow (the cohort one with `cohort`), idem-lab.json when missing (and
- * roster.txt for a cohort), the packed idem-lab unless `package` is given, and the
- * .gitignore lines; into the repository at `dir`.
- * @throws SetupError when `dir` is not a folder, the workflow exists and `force` is not
- *   set, an option is bad, or npm cannot pack idem-lab
+ * Gradescope's setup.sh (https://gradescope-autograders.readthedocs.io/en/latest/specs/):
+ * run once, as root, when the autograder image is built from the zip, whose files are in
+ * /autograder/source. Installs Node's LTS, Python, bubblewrap and the packed idem-lab, and
+ * a user without rights the grading runs as.
+ */
+export function gradescopeSetupText(): string {
+  return `#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder image from the zip.
+# Written by \`idem-lab ci init --gradescope\`.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q ca-certificates curl gnupg python3 bubblewrap
+curl -fsSL https://deb.nodesource.com/setup_${NODE_LTS}.x | bash -
+apt-get install -y -q nodejs
+# npm 12 runs no dependency's install script unless allowed: better-sqlite3's builds the ledger's driver.
+npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 /autograder/source/${tarballName()}
+# The grading runs as this user: a student's server cannot change idem-lab, the config or
+# /autograder/results, which stay root's.
+id idemlab >/dev/null 2>&1 || useradd --create-home --shell /usr/sbin/nologin idemlab
+idem-lab --version
+`;
+}
+
+/**
+ * Gradescope's run_autograder: run for each submission (in /autograder/submission); writes
+ * /autograder/results/results.json with the gradescope reporter. The grading runs as the
+ * user idemlab, which may not write the results folder: root copies its results file there
+ * afterwards, and writes an error result itself when there is none (idem-lab could not run).
+ */
+export function gradescopeRunText(track: Track): string {
+  return `#!/usr/bin/env bash
+# Gradescope runs this for each submission. Written by \`idem-lab ci init --gradescope\`.
+# Points, required steps and visibility: /autograder/source/idem-lab.json (yours, not the
+# student's). The student's files: /autograder/submission.
+set -uo pipefail
+root="\${IDEM_LAB_AUTOGRADER:-/autograder}"
+user="\${IDEM_LAB_USER:-idemlab}"
+work="$(mktemp -d)"
+out="$(mktemp -d)"
+cp -a "$root/submission/." "$work/"
+chown -R "$user": "$work" "$out"
+# What confines a student's server: bubblewrap when this container may make namespaces,
+# else only this throw-away container and the user $user (which cannot change idem-lab,
+# the config or the results, but shares its user with the grading run).
+if runuser -u "$user" -- bwrap --unshare-all --die-with-parent --ro-bind / / true 2>/dev/null; then
+  echo "idem-lab: student servers run in the bubblewrap sandbox"
+else
+  echo "idem-lab: bubblewrap cannot make namespaces in this container: student servers run as the user $user, confined by the container only"
+fi
+runuser -u "$user" -- env HOME="$work" idem-lab check --dir "$work" --track ${track.id} \\
+  --config "$root/source/idem-lab.json" --sandbox auto --reporter gradescope="$out/results.json"
+mkdir -p "$root/results"
+if [ -f "$out/results.json" ] && [ ! -L "$out/results.json" ]; then
+  cp "$out/results.json" "$root/results/results.json"
+else
+  printf '%s\\n' '{"score": 0, "execution_time": 0, "visibility": "visible", "output": "idem-lab could not grade this submission: see the autograder output.", "stdout_visibility": "visible", "tests": []}' > "$root/results/results.json"
+fi
+rm -rf "$work" "$out"
+`;
+}
+
+/**
+ * Exercism's test-runner entry point, bin/run.sh <slug> <input-dir> <output-dir>
+ * (https://exercism.org/docs/building/tooling/test-runners/interface): writes
+ * <output-dir>/results.json (version 3), exits 0 whatever the verdict, and finishes within
+ * EXERCISM_SECONDS: idem-lab check stops itself EXERCISM_SECONDS - 6 s after it started
+ * (--time-limit: its servers stopped, the unfinished steps errors, results.json written),
+ * and `timeout` ends it at EXERCISM_SECONDS - 2 s in any case (killed a second later),
+ * after which run.sh writes an error result itself: a loaded machine can cost the
+ * details, never the bound.
+ */
+export function exercismRunText(track: Track): string {
+  return `#!/usr/bin/env bash
+# Exercism's test runner: run.sh <exercise-slug> <input-dir> <output-dir>.
+# Written by \`idem-lab ci init --exercism\`. Always exits 0; writes <output-dir>/results.json.
+set -uo pipefail
+if [ "$#" -lt 3 ]; then
+  echo "usage: run.sh <exercise-slug> <input-dir> <output-dir>" >&2
+  exit 0
+fi
+slug="$1"
+input="\${2%/}"
+output="\${3%/}"
+mkdir -p "$output"
+results="$output/results.json"
+rm -f "$results"
+# The input folder is read-only to the runner: the solution is graded in a copy.
+work="$(mktemp -d)"
+cp -a "$input/." "$work/"
+timeout --kill-after=1 ${EXERCISM_SECONDS - 2} idem-lab check --dir "$work" --track ${track.id} --config "\${IDEM_LAB_CONFIG:-/opt/idem-lab/idem-lab.json}" \\
+  --sandbox auto --time-limit ${EXERCISM_SECONDS - 6} --reporter json="$results" > "$output/idem-lab.log" 2>&1
+if [ ! -s "$results" ]; then
+  printf '%s\\n' '{"version": 3, "status": "error", "message": "idem-lab could not grade this solution in time ('"$slug"'): the server may hang at start-up.", "tests": []}' > "$results"
+fi
+rm -rf "$work"
+exit 0
+`;
+}
+
+/** Exercism's Dockerfile for the runner image: Node's LTS, Python, bubblewrap, the packed idem-lab and the config. */
+export function exercismDockerfileText(): string {
+  return `# The idem-lab test runner image for Exercism. Written by \`idem-lab ci init --exercism\`.
+FROM node:${NODE_LTS}-bookworm-slim
+RUN apt-get update -q && apt-get install -y -q --no-install-recommends python3 bubblewrap coreutils && rm -rf /var/lib/apt/lists/*
+COPY ${tarballName()} idem-lab.json /opt/idem-lab/
+RUN npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 /opt/idem-lab/${tarballName()}
+COPY bin/run.sh /opt/test-runner/bin/run.sh
+WORKDIR /opt/test-runner
+ENTRYPOINT ["/opt/test-runner/bin/run.sh"]
+`;
+}
+
+/**
+ * Adds `"track"` to an idem-lab.json that names none (a kept config, written before
+ * --track), so that a checkout follows the track the workflow grades.
+ * @throws SetupError when it names another track than `track`
+ */
+function settleTrack(file: string, track: Track, given: boolean): Track {
+  const named = configTrack(file);
+  if (named && named.id !== track.id) {
+    if (given) throw new SetupError(t('ci.otherTrack', { file: CONFIG_FILE, named: named.id, track: track.id }));
+    return named;
+  }
+  if (!named && track.id !== BASIC.id) {
+    const raw = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
+    fs.writeFileSync(file, JSON.stringify({ track: track.id, ...raw }, null, 2) + '\n');
+  }
+  return track;
+}
+
+/**
+ * Writes the workflow (the cohort one with `cohort`; the Gradescope autograder or the
+ * Exercism runner with `gradescope` or `exercism`), idem-lab.json when missing (with the
+ * track; and roster.txt for a cohort), the packed idem-lab unless `package` is given, and
+ * the .gitignore lines; into the repository at `dir`. The student workflow pins the
+ * config's digest (see tracks.ts configDigest).
+ * @throws SetupError when `dir` is not a folder, the output exists and `force` is not
+ *   set, an option is bad, the kept idem-lab.json is wrong or names another track than
+ *   --track, or npm cannot pack idem-lab
  */
 export async function ciInit(options: CiInitOptions): Promise<CiInitReport> {
   const root = path.resolve(options.dir ?? process.cwd());
   if (!fs.existsSync(root) || !fs.statSync(root).isDirectory()) throw new SetupError(t('cli.notFolder', { dir: root }));
-  if (options.cohort && options.classroom) throw new SetupError(t('ci.cohortClassroom'));
-  const relative = options.cohort ? COHORT_WORKFLOW_PATH : WORKFLOW_PATH;
-  const text = options.cohort ? cohortWorkflowText(options) : workflowText(options);
-  const workflow = path.join(root, relative);
-  if (fs.existsSync(workflow) && !options.force) throw new SetupError(t('ci.exists', { file: relative, dir: root }));
+  const platforms = (['classroom', 'cohort', 'gradescope', 'exercism'] as const).filter((p) => options[p]);
+  if (platforms.length === 2 && options.cohort && options.classroom) throw new SetupError(t('ci.cohortClassroom'));
+  if (platforms.length > 1) throw new SetupError(t('ci.onePlatform', { given: platforms.map((p) => `--${p}`).join(', ') }));
+  if (options.before !== undefined && !options.cohort) throw new SetupError(t('ci.beforeCohort'));
+  if (options.package !== undefined && (options.gradescope || options.exercism)) throw new SetupError(t('ci.packageBundled'));
+  const given = options.track !== undefined;
+  let track = resolveTrack(options.track ?? BASIC.id);
+  const bundle = options.gradescope ? GRADESCOPE_DIR : options.exercism ? EXERCISM_DIR : undefined;
+  const base = bundle ? path.join(root, bundle) : root;
+  const relative = options.cohort ? COHORT_WORKFLOW_PATH : bundle ? path.join(bundle, options.gradescope ? 'run_autograder' : path.join('bin', 'run.sh')) : WORKFLOW_PATH;
+  const main = path.join(root, relative);
+  if (fs.existsSync(main) && !options.force) throw new SetupError(t('ci.exists', { file: relative, dir: root }));
+  if (options.cohort || !bundle) checkSpec(options.package ?? defaultPackageSpec());
+  if (options.cohort) shardCount(options.shards);
+  if (options.before !== undefined) checkBefore(options.before);
   const report: CiInitReport = { written: [], kept: [] };
-  if (options.package === undefined) report.written.push(await packInto(root));
-  fs.mkdirSync(path.dirname(workflow), { recursive: true });
-  fs.writeFileSync(workflow, text);
-  report.written.push(relative);
-  const extras: Array<[string, () => string]> = [[CONFIG_FILE, defaultConfigText]];
-  if (options.cohort) extras.push([ROSTER_FILE, defaultRosterText]);
-  for (const [name, make] of extras) {
-    const file = path.join(root, name);
+  const configs: string[] = [];
+  fs.mkdirSync(base, { recursive: true });
+  const extras: Array<[string, string]> = [[path.join(base, CONFIG_FILE), defaultConfigText(track)]];
+  if (options.cohort) extras.push([path.join(root, ROSTER_FILE), defaultRosterText()]);
+  for (const [file, text] of extras) {
+    const name = path.relative(root, file);
     if (fs.existsSync(file)) report.kept.push(name);
     else {
-      fs.writeFileSync(file, make());
-      report.written.push(name);
+      fs.writeFileSync(file, text);
+      configs.push(name);
     }
   }
-  if (addIgnores(path.join(root, '.gitignore'), options.cohort ? [...IGNORED, ...COHORT_IGNORED] : IGNORED)) report.written.push('.gitignore');
+  const configFile = path.join(base, CONFIG_FILE);
+  track = settleTrack(configFile, track, given);
+  const config = readGradingConfig(configFile, allSteps());
+  if (bundle) {
+    const packed = await packInto(root);
+    const target = path.join(bundle, tarballName());
+    fs.renameSync(path.join(root, packed), path.join(root, target));
+    if (fs.readdirSync(path.join(root, PACKED_DIR)).length === 0) fs.rmdirSync(path.join(root, PACKED_DIR));
+    report.written.push(target);
+  } else if (options.package === undefined) report.written.push(await packInto(root));
+  const files: Array<[string, string, boolean]> = options.gradescope
+    ? [
+        [path.join(bundle as string, 'setup.sh'), gradescopeSetupText(), true],
+        [relative, gradescopeRunText(track), true],
+      ]
+    : options.exercism
+      ? [
+          [relative, exercismRunText(track), true],
+          [path.join(bundle as string, 'Dockerfile'), exercismDockerfileText(), false],
+        ]
+      : [[relative, options.cohort ? cohortWorkflowText({ ...options, track: track.id }) : workflowText({ ...options, track: track.id, configSha256: configDigest(config, track) }), false]];
+  for (const [name, text, executable] of files) {
+    const file = path.join(root, name);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, text, executable ? { mode: 0o755 } : {});
+    if (executable) fs.chmodSync(file, 0o755);
+    report.written.push(name);
+  }
+  report.written.push(...configs);
+  report.track = track.id;
+  if (!bundle && addIgnores(path.join(root, '.gitignore'), options.cohort ? [...IGNORED, ...COHORT_IGNORED] : IGNORED)) report.written.push('.gitignore');
   return report;
 }
 
@@ -405,11 +706,21 @@ export async function ciInitCommand(options: CiInitOptions): Promise<number> {
   const out = outputOf(options);
   out.log(t('ci.wrote', { files: listOf(report.written) }));
   if (report.kept.length) out.log(t('ci.kept', { files: listOf(report.kept) }));
+  out.log(t('ci.track', { track: report.track ?? BASIC.id }));
   if (options.cohort) {
-    out.log(t('ci.next.cohort', { roster: ROSTER_FILE }));
+    out.log(t(options.package === undefined ? 'ci.next.cohort' : 'ci.next.cohort.package', { roster: ROSTER_FILE }));
     return 0;
   }
-  out.log(t('ci.next'));
+  if (options.gradescope) {
+    out.log(t('ci.next.gradescope', { dir: GRADESCOPE_DIR }));
+    return 0;
+  }
+  if (options.exercism) {
+    out.log(t('ci.next.exercism', { dir: EXERCISM_DIR, seconds: EXERCISM_SECONDS }));
+    return 0;
+  }
+  out.log(t(options.package === undefined ? 'ci.next' : 'ci.next.package', { spec: options.package ?? '' }));
+  out.log(t('ci.student'));
   if (!options.classroom) out.log(t('ci.next.classroom'));
   return 0;
 }

@@ -207,6 +207,8 @@ program
   .option('--seed <n>', t('help.check.seed'))
   .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
   .option('--track <track>', t('help.check.track'))
+  .option('--config-sha256 <hex>', t('help.check.configSha256'))
+  .option('--time-limit <seconds>', t('help.check.timeLimit'))
   .addHelpText('after', `\n${t('help.check.exit')}`)
   .action((steps, opts) =>
     run(async () => {
@@ -229,6 +231,7 @@ program
   .option('--shard <k/n>', t('help.grade.shard'))
   .option('--sandbox <mode>', t('help.sandbox') + ' (default: required)')
   .option('--track <track>', t('help.grade.track'))
+  .option('--feedback <dir>', t('help.grade.feedback'))
   .addHelpText('after', `\n${t('help.grade.exit')}`)
   .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
 
@@ -240,8 +243,19 @@ program
   .argument('<files...>', t('help.gradebook.merge.files'))
   .option('--json <file>', t('help.gradebook.merge.json'))
   .option('--csv <file>', t('help.gradebook.merge.csv'))
+  .option('--update <file>', t('help.gradebook.merge.update'))
+  .option('--feedback <dir>', t('help.grade.feedback'))
   .addHelpText('after', `\n${t('help.gradebook.merge.exit')}`)
   .action((files, opts) => run(async () => (await cohort()).mergeCommand(files, opts))());
+
+program
+  .command('roster')
+  .description(t('help.roster'))
+  .argument('<file>', t('help.roster.file'))
+  .option('--org <org>', t('help.roster.org'))
+  .option('--assignment <prefix>', t('help.roster.assignment'))
+  .option('--only <repo>', t('help.roster.only'))
+  .action((file, opts) => run(async () => (await import('./roster.js')).rosterCommand(file, opts))());
 
 program
   .command('ci')
@@ -253,6 +267,10 @@ program
   .option('--package <spec>', t('help.ci.package'))
   .option('--cohort', t('help.ci.cohort'))
   .option('--shards <n>', t('help.ci.shards'))
+  .option('--gradescope', t('help.ci.gradescope'))
+  .option('--exercism', t('help.ci.exercism'))
+  .option('--track <track>', t('help.ci.track'))
+  .option('--before <date>', t('help.ci.before'))
   .option('--force', t('help.ci.force'))
   .action((opts) => run(async () => (await ci()).ciInitCommand(opts))());
 

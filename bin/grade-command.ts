@@ -6,6 +6,8 @@
  */
 import path from 'node:path';
 import {
+  feedbackMarkdown,
+  feedbackNames,
   formatGradebook,
   gradebookCsv,
   gradebookJson,
@@ -14,7 +16,9 @@ import {
   readAndMergeGradebooks,
   shardOf,
   tableOf,
+  updateGradebook,
   DEFAULT_WORKSPACE_TIMEOUT_MS,
+  type GradebookJson,
   type GradebookRow,
 } from '../grader/cohort.js';
 import { t } from '../i18n/index.js';
@@ -25,7 +29,7 @@ import { limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { sandboxFor, sandboxWarning } from './check-command.js';
 import { writeFile } from '../grader/reporters/index.js';
-import { allSteps, configForTrack, resolveTrack } from './tracks.js';
+import { allSteps, configForTrack, configTrack, resolveTrack } from './tracks.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { outputOf, type Output } from './output.js';
 
@@ -45,8 +49,10 @@ export interface GradeCommandOptions {
   shard?: string;
   /** --sandbox auto|required|off (default required: grading runs strangers' code), see sandbox.ts. */
   sandbox?: string;
-  /** --track ID: the track whose steps are graded (default basic). */
+  /** --track ID: the track whose steps are graded (default: the --config file's "track", else basic). */
   track?: string;
+  /** --feedback DIR: one Markdown feedback file per student (see cohort.ts feedbackMarkdown). */
+  feedback?: string;
   /** Where the gradebook (out.log) and the progress (out.error) go; default the process's stdout and stderr. */
   out?: Output;
 }
@@ -115,7 +121,7 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   if (dirs.length === 0) throw new SetupError(t('grade.noDirs'));
   const jobs = wholeNumber(options.jobs, '--jobs', 1);
   const timeoutMs = Math.round(wholeNumber(options.timeout, '--timeout', DEFAULT_WORKSPACE_TIMEOUT_MS / 1000, 0.001) * 1000);
-  const track = resolveTrack(options.track);
+  const track = options.track === undefined && options.config ? (configTrack(options.config) ?? resolveTrack(undefined)) : resolveTrack(options.track);
   const STEPS = track.steps;
   const config = configForTrack(options.config ? readGradingConfig(options.config, allSteps()) : defaultGradingConfig(), track);
   const shard = options.shard === undefined ? undefined : parseShard(options.shard);
@@ -152,12 +158,26 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   shown.end();
   out.log(formatGradebook(book, out.columns || 120));
   if (options.csv) writeFile(options.csv, gradebookCsv(book));
-  if (options.json) writeFile(options.json, JSON.stringify(gradebookJson(book), null, 2) + '\n');
+  if (options.json || options.feedback) {
+    const json = gradebookJson(book);
+    if (options.json) writeFile(options.json, JSON.stringify(json, null, 2) + '\n');
+    if (options.feedback) writeFeedback(options.feedback, json);
+  }
   return book.rows.some((r) => r.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;
+}
+
+/** Writes one feedback file per student into `dir` (see cohort.ts feedbackMarkdown, feedbackNames). */
+export function writeFeedback(dir: string, book: GradebookJson): void {
+  const names = feedbackNames(book.students.map((s) => s.student));
+  book.students.forEach((student, i) => writeFile(path.join(dir, names[i]), feedbackMarkdown(student, book.steps)));
 }
 
 /** Options of `idem-lab gradebook merge`. */
 export interface MergeCommandOptions {
+  /** --update FILE: an earlier gradebook the merged rows go into (a regrade of some students). */
+  update?: string;
+  /** --feedback DIR: one Markdown feedback file per student. */
+  feedback?: string;
   /** --json FILE: the merged gradebook as JSON. */
   json?: string;
   /** --csv FILE: the merged gradebook as CSV. */
@@ -176,11 +196,15 @@ export interface MergeCommandOptions {
  */
 export function mergeCommand(files: string[], options: MergeCommandOptions): number {
   if (files.length === 0) throw new SetupError(t('gradebook.merge.none'));
-  const merged = readAndMergeGradebooks(files);
+  let merged = readAndMergeGradebooks(files);
+  if (options.update) merged = updateGradebook(readAndMergeGradebooks([options.update]), merged, { base: options.update, fresh: files.join(', ') });
   const out = outputOf(options);
   out.log(formatGradebook(tableOf(merged), out.columns || 120));
-  out.error(t('gradebook.merge.done', { files: files.length, count: merged.students.length }));
+  const gradebooks = files.length === 1 ? t('gradebook.merge.oneBook') : t('gradebook.merge.books', { count: files.length });
+  const students = merged.students.length === 1 ? t('gradebook.merge.oneStudent') : t('gradebook.merge.students', { count: merged.students.length });
+  out.error(t(options.update ? 'gradebook.merge.updated' : 'gradebook.merge.done', { gradebooks, students, file: options.update ?? '' }));
   if (options.json) writeFile(options.json, JSON.stringify(merged, null, 2) + '\n');
   if (options.csv) writeFile(options.csv, gradebookCsv(merged));
+  if (options.feedback) writeFeedback(options.feedback, merged);
   return merged.students.some((s) => s.status === 'error') ? GRADE_EXIT.errors : GRADE_EXIT.graded;
 }

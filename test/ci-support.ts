@@ -92,3 +92,41 @@ export const CLASSROOM_SCHEMA = {
   },
 } as const;
 
+
+const VISIBILITY = { enum: ['hidden', 'after_due_date', 'after_published', 'visible'] };
+
+/**
+ * Gradescope's results.json as its autograder harness reads it
+ * (https://gradescope-autograders.readthedocs.io/en/latest/specs/): the fields of the
+ * spec only (additionalProperties false on what idem-lab writes), test status `passed` or
+ * `failed`, the four visibilities, execution_time in seconds.
+ */
+export const GRADESCOPE_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['score', 'execution_time', 'output', 'visibility', 'stdout_visibility', 'tests'],
+  properties: {
+    score: { type: 'number', minimum: 0 },
+    execution_time: { type: 'integer', minimum: 0 },
+    output: { type: 'string', minLength: 1 },
+    visibility: VISIBILITY,
+    stdout_visibility: VISIBILITY,
+    tests: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'number', 'score', 'max_score', 'status', 'output', 'visibility'],
+        properties: {
+          name: { type: 'string', minLength: 1 },
+          number: { type: 'string', pattern: '^\\d+$' },
+          score: { type: 'number', minimum: 0 },
+          max_score: { type: 'number', minimum: 0 },
+          status: { enum: ['passed', 'failed'] },
+          output: { type: 'string' },
+          visibility: VISIBILITY,
+        },
+      },
+    },
+  },
+} as const;

@@ -144,7 +144,7 @@ test('points from --config weigh every student alike; a bad --jobs is a usage er
 test('the gradebook CSV keeps spreadsheets from running a cell as a formula', () => {
   const book: Gradebook = {
     steps: [],
-    rows: [{ student: '=HYPERLINK("x")', path: '/w', status: 'fail', steps: {}, score: 0, maxScore: 0, firstFailure: '+1 -2\nnext', ms: 0, sandbox: 'on', report: { steps: [], status: 'fail', score: 0, maxScore: 0, requiredPassed: false } }],
+    rows: [{ student: '=HYPERLINK("x")', path: '/w', status: 'fail', requiredPassed: false, steps: {}, score: 0, maxScore: 0, firstFailure: '+1 -2\nnext', ms: 0, sandbox: 'on', report: { steps: [], status: 'fail', score: 0, maxScore: 0, requiredPassed: false } }],
     maxScore: 0,
     jobs: 1,
     ms: 0,

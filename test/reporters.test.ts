@@ -25,14 +25,17 @@ import type { StepResult } from '../grader/types.js';
 import { STEPS } from '../steps/index.js';
 import { fixtureWorkspace, tempDir } from './support.js';
 import { execa } from 'execa';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PACKAGE_ROOT } from '../lab/paths.js';
-import { CLASSROOM_SCHEMA, RESULTS_SCHEMA, misbehavingWorkspace, verdict } from './ci-support.js';
+import { CLASSROOM_SCHEMA, GRADESCOPE_SCHEMA, RESULTS_SCHEMA, misbehavingWorkspace, verdict } from './ci-support.js';
+import { formatGradescope } from '../grader/reporters/gradescope.js';
 
 const ajv = new Ajv({ allErrors: true });
 const validResults = ajv.compile(RESULTS_SCHEMA);
 const validClassroom = ajv.compile(CLASSROOM_SCHEMA);
+const validGradescope = ajv.compile(GRADESCOPE_SCHEMA);
 
 let starter: StepResult[];
 let forged: StepResult[];
@@ -78,7 +81,8 @@ test('json: results.json matches the schema and every test its verdict and point
     assert.ok(validResults(parsed), `${name}: ${ajv.errorsText(validResults.errors)}`);
     assert.equal(parsed.status, resultsStatus(report), name);
     const statuses = report.steps.map((s) => s.result.status);
-    assert.equal(parsed.status, statuses.every((x) => x === 'error') ? 'error' : statuses.every((x) => x === 'pass') ? 'pass' : 'fail', `${name}: error only when every test errored`);
+    assert.equal(parsed.status, report.status, `${name}: the run's own status, as in every other output`);
+    assert.equal(parsed.status === 'pass', statuses.every((x) => x === 'pass'), name);
     for (const t of parsed.tests as Array<{ output?: string }>) {
       // Only what the servers printed: the grader's label on a line only when several servers printed, to say whose each line is.
       const labels = new Set([...(t.output ?? '').matchAll(/^\[([A-Z])\](?: |$)/gm)].map((m) => m[1]));
@@ -98,11 +102,13 @@ test('json: results.json matches the schema and every test its verdict and point
   const weighted = JSON.parse(formatJson(reports()[1][1]));
   assert.deepEqual([weighted.score, weighted.max_score], [1 + 1 + 0.5, 1 + 2 + 1 + 1 + 3 + 1 + 1 + 0.5], '01, 07 and 08 pass');
   const forgedJson = JSON.parse(formatJson(reports()[2][1]));
-  assert.deepEqual([forgedJson.status, forgedJson.message], ['fail', null], 'a server that cannot start fails its tests; the file tests were graded, so the run is no error');
+  assert.equal(forgedJson.status, 'error', 'a server that cannot start: no live test ran (Exercism\'s "runtime error" case), as the gradebook and Classroom say');
+  assert.match(forgedJson.message, /The server could not start/);
   assert.match(forgedJson.tests[1].message, /server\.py exited during start-up \(exit code 3\)/);
   assert.match(forgedJson.tests[1].output, /::add-mask::secret/, 'the server\'s own output');
   const oneError = JSON.parse(formatJson(reports()[3][1]));
-  assert.deepEqual([oneError.status, oneError.message], ['fail', null], 'one test in error, one passed: fail');
+  assert.equal(oneError.status, 'error', 'a step the grader could not grade makes the run an error, in every output');
+  assert.match(oneError.message, /Step 02 could not be graded/);
   const setup = JSON.parse(formatJson(reports()[4][1]));
   assert.deepEqual([setup.status, setup.message, setup.tests.length, setup.score, setup.max_score], ['error', 'no workspace at /x: there is no server.py', 3, 0, 3]);
 });
@@ -117,51 +123,72 @@ test('json: output is only the server\'s text, its last 500 characters, nothing 
   assert.equal(JSON.parse(formatJson(report)).tests[0].output, long.slice(-500));
 });
 
-/**
- * Validates JUnit XML with xmllint against Surefire's schema (../shared/schemas), as is,
- * after taking out the `file` attributes (the one attribute Surefire does not declare);
- * and the whole document against the same schema with `file` declared on <testcase>.
- * Returns xmllint's complaints, '' when valid both ways.
- */
-async function surefireErrors(xml: string): Promise<string> {
+/** Surefire's report schema as published (../shared/schemas). */
+function surefireSchema(): string {
   const xsd = path.resolve(PACKAGE_ROOT, '..', 'shared', 'schemas', 'surefire-test-report-3.0.2.xsd');
-  const schema = fs.existsSync(xsd) ? xsd : '/work/shared/schemas/surefire-test-report-3.0.2.xsd';
+  return fs.existsSync(xsd) ? xsd : '/work/shared/schemas/surefire-test-report-3.0.2.xsd';
+}
+
+/** The SHA-256 of JUnit.xsd as published by windyroad/JUnit-Schema (commit cfa434d), the Apache Ant JUnit schema. */
+const ANT_SCHEMA_SHA256 = '147ff89ef34a82f9a1b2951e7cad251b98c9a7a48a0e0c8e44937141791f57a8';
+
+/**
+ * The Ant JUnit schema as published, when this machine has it: $IDEM_LAB_ANT_XSD, or
+ * JUnit.xsd beside Surefire's in ../shared/schemas. Its licence keeps it out of this
+ * repository; a copy that differs from the published file (its SHA-256) is refused.
+ */
+function antSchema(): string | undefined {
+  const candidates = [process.env.IDEM_LAB_ANT_XSD, path.join(path.dirname(surefireSchema()), 'JUnit.xsd')].filter((f): f is string => !!f);
+  const found = candidates.find((f) => fs.existsSync(f));
+  if (!found) return undefined;
+  const digest = crypto.createHash('sha256').update(fs.readFileSync(found)).digest('hex');
+  assert.equal(digest, ANT_SCHEMA_SHA256, `${found} is the Ant schema as published, unpatched`);
+  return found;
+}
+
+/** xmllint's complaints about `xml` against the schema file `xsd`, as is; '' when valid. */
+async function schemaErrors(xml: string, xsd: string): Promise<string> {
   const tmp = tempDir('idem-lab-junit-');
   try {
-    const withFile = path.join(tmp.dir, 'with-file.xsd');
-    const text = fs.readFileSync(schema, 'utf8');
-    const anchor = '<xs:attribute name="classname" type="xs:string"/>';
-    assert.ok(text.includes(anchor), 'the schema declares testcase classname');
-    fs.writeFileSync(withFile, text.replace(anchor, `${anchor}<xs:attribute name="file" type="xs:string"/>`));
-    fs.writeFileSync(path.join(tmp.dir, 'report.xml'), xml);
-    fs.writeFileSync(path.join(tmp.dir, 'plain.xml'), xml.replace(/ file="[^"]*"/g, ''));
-    const problems: string[] = [];
-    for (const [file, xsdFile] of [['plain.xml', schema], ['report.xml', withFile]]) {
-      const run = await execa('xmllint', ['--noout', '--schema', xsdFile, path.join(tmp.dir, file)], { reject: false });
-      if (run.exitCode !== 0) problems.push(`${file}: ${run.stderr}`);
-    }
-    return problems.join('\n');
+    const file = path.join(tmp.dir, 'report.xml');
+    fs.writeFileSync(file, xml);
+    const run = await execa('xmllint', ['--noout', '--schema', xsd, file], { reject: false });
+    return run.exitCode === 0 ? '' : String(run.stderr);
   } finally {
     tmp.remove();
   }
 }
 
-test('junit: valid against Surefire\'s report schema (xmllint), file names the answer file or server.py from the repository root', async () => {
+test('junit: valid against Surefire\'s report schema as published (xmllint); junit-ant against Ant\'s; junit-file adds file', async (t) => {
+  const surefire = surefireSchema();
+  const ant = antSchema();
   for (const [name, report] of reports()) {
-    assert.equal(await surefireErrors(formatJunit(report, { timestamp: new Date('2026-01-02T03:04:05Z'), workspacePath: 'lab', serverFile: 'server.py' })), '', name);
-    assert.equal(await surefireErrors(formatJunit(report)), '', `${name}, no timestamp`);
+    for (const timestamp of [new Date('2026-01-02T03:04:05Z'), undefined]) {
+      assert.equal(await schemaErrors(formatJunit(report, { timestamp }), surefire), '', `${name}: junit is Surefire-valid`);
+    }
+    if (ant) {
+      assert.equal(await schemaErrors(formatJunit(report, { flavour: 'ant', hostname: 'grader' }), ant), '', `${name}: junit-ant is Ant-valid`);
+      assert.notEqual(await schemaErrors(formatJunit(report, { flavour: 'ant' }), surefire), '', 'no document is valid against both: Ant requires the suite\'s system-out, Surefire forbids it');
+    }
+    assert.notEqual(await schemaErrors(formatJunit(report, { flavour: 'file', workspacePath: 'lab' }), surefire), '', 'junit-file has the one attribute Surefire does not declare');
   }
+  if (!ant) t.diagnostic('the Ant JUnit schema (JUnit.xsd of windyroad/JUnit-Schema) is not on this machine: set IDEM_LAB_ANT_XSD or put it beside Surefire\'s to check junit-ant');
   const parser = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '', isArray: (tag) => tag === 'testcase' });
-  const suite = parser.parse(formatJunit(reports()[0][1], { workspacePath: 'labs/alice', serverFile: 'server.py' })).testsuite;
+  const suite = parser.parse(formatJunit(reports()[0][1], { flavour: 'file', workspacePath: 'labs/alice', serverFile: 'server.py' })).testsuite;
   assert.deepEqual(
     suite.testcase.map((tc: { file: string }) => tc.file),
     ['labs/alice/01-duplicate.txt', 'labs/alice/server.py', 'labs/alice/server.py', 'labs/alice/server.py', 'labs/alice/server.py', 'labs/alice/server.py', 'labs/alice/07-retry.md', 'labs/alice/08-notes.md'],
     'live failures point at server.py, file steps at their file',
   );
+  const plain = parser.parse(formatJunit(reports()[0][1], { workspacePath: 'labs/alice' })).testsuite;
+  assert.ok(plain.testcase.every((tc: { file?: string }) => tc.file === undefined), 'the default junit has no file attribute');
+  const antSuite = parser.parse(formatJunit(reports()[0][1], { flavour: 'ant', hostname: 'grader', timestamp: new Date('2026-01-02T03:04:05.678Z') })).testsuite;
+  assert.deepEqual([antSuite.hostname, antSuite.timestamp], ['grader', '2026-01-02T03:04:05']);
   assert.equal(testcaseFile(verdict('03', 'fail', 'x', { failedPart: 'file' }), { workspacePath: '' }), '03-nokey.txt');
   assert.equal(testcaseFile(verdict('02', 'pass')), 'server.py');
-  const invalid = await surefireErrors('<testsuites><testsuite name="x" tests="0" errors="0" failures="0" skipped="0"/></testsuites>');
+  const invalid = await schemaErrors('<testsuites><testsuite name="x" tests="0" errors="0" failures="0" skipped="0"/></testsuites>', surefire);
   assert.match(invalid, /testsuites/, 'the check can fail: a <testsuites> root is not Surefire\'s');
+  assert.match(await schemaErrors('<testsuite name="x" tests="1" errors="0" failures="0" skipped="0"><testcase name="a" time="0" file="x"/></testsuite>', surefire), /file/, 'nor a testcase file attribute');
 });
 
 test('junit: well-formed XML with one testcase per step, failures carrying the message and the transcript', () => {
@@ -202,8 +229,33 @@ test('junit: well-formed XML with one testcase per step, failures carrying the m
   assert.match(text, /\\x1b\[31mred\\x1b\[0m nul:\\x00 bell:\\x07/, 'control characters are shown, not embedded');
   const starterSuite = parser.parse(formatJunit(reports()[0][1])).testsuite[0];
   assert.match(starterSuite.testcase[1].failure['#text'], /What was sent and what came back:/);
-  assert.equal(starterSuite.testcase[1].file, 'server.py', '02 has no learner file: its file is the server');
-  assert.equal(starterSuite.testcase[0].file, '01-duplicate.txt');
+  const fileSuite = parser.parse(formatJunit(reports()[0][1], { flavour: 'file' })).testsuite[0];
+  assert.equal(fileSuite.testcase[1].file, 'server.py', '02 has no learner file: its file is the server');
+  assert.equal(fileSuite.testcase[0].file, '01-duplicate.txt');
+});
+
+test('gradescope: results.json matches Gradescope\'s spec; each step a test with its points, status and visibility', () => {
+  for (const [name, report] of reports()) {
+    const parsed = JSON.parse(formatGradescope(report));
+    assert.ok(validGradescope(parsed), `${name}: ${ajv.errorsText(validGradescope.errors)}`);
+    assert.equal(parsed.score, report.score, name);
+    assert.equal(parsed.tests.reduce((sum: number, t: { max_score: number }) => sum + t.max_score, 0), report.maxScore);
+    assert.deepEqual(
+      parsed.tests.map((t: { number: string; status: string; score: number }) => [t.number, t.status, t.score]),
+      report.steps.map((s) => [s.result.id, s.result.status === 'pass' ? 'passed' : 'failed', s.score]),
+      name,
+    );
+    assert.match(parsed.output, new RegExp(`Status: ${report.status}`), `${name}: the run's status, as in every output`);
+  }
+  const hidden = parseGradingConfig({ points: { '07': 2 }, required: ['01', '02'], visibility: { '07': 'hidden', replay: 'after_due_date' } }, 'test', STEPS);
+  const parsed = JSON.parse(formatGradescope(scoreResults(starter, hidden)));
+  assert.deepEqual(parsed.tests.map((t: { visibility: string }) => t.visibility), ['visible', 'after_due_date', 'visible', 'visible', 'visible', 'visible', 'hidden', 'visible']);
+  assert.equal(parsed.tests[6].max_score, 2);
+  assert.match(parsed.tests[2].name, /\(optional\)$/);
+  assert.match(parsed.tests[1].output, /What was sent and what came back:/);
+  assert.throws(() => parseGradingConfig({ visibility: { '07': 'secret' } }, 'c.json', STEPS), /visibility of step "07" must be one of visible, hidden, after_due_date, after_published, not "secret"/);
+  assert.ok(!validGradescope({ ...parsed, tests: [{ ...parsed.tests[0], status: 'pass' }] }), 'the schema check can fail: Exercism\'s "pass" is not Gradescope\'s "passed"');
+  assert.match(JSON.parse(formatGradescope(scoreResults([verdict('02', 'pass')], defaultGradingConfig()))).output, /1 of 1 step passes/);
 });
 
 test('tap: valid TAP 13 with one test point per step and its points in the YAML block', () => {
@@ -385,10 +437,13 @@ test('reporter choice: names, files, --output, and what may share stdout', () =>
   assert.deepEqual(chooseReporters(['github', 'junit=j.xml', 'json'], 'r.json'), [{ name: 'github' }, { name: 'junit', file: 'j.xml' }, { name: 'json', file: 'r.json' }]);
   assert.deepEqual(chooseReporters(['TAP']), [{ name: 'tap' }]);
   assert.deepEqual(chooseReporters(['human', 'github']), [{ name: 'human' }, { name: 'github' }]);
-  assert.throws(() => chooseReporters(['xml']), /unknown reporter "xml"; the reporters are human, json, junit, tap, github/);
+  assert.throws(() => chooseReporters(['xml']), /unknown reporter "xml"; the reporters are human, json, junit, junit-ant, junit-file, gradescope, tap, github/);
+  assert.deepEqual(chooseReporters(['junit=out,v2.xml,json=r,1.json']), [{ name: 'junit', file: 'out,v2.xml' }, { name: 'json', file: 'r,1.json' }], 'a comma in a file stays in it');
+  assert.deepEqual(chooseReporters(['github,junit-ant=a.xml,gradescope=g,h.json']), [{ name: 'github' }, { name: 'junit-ant', file: 'a.xml' }, { name: 'gradescope', file: 'g,h.json' }]);
+  assert.throws(() => chooseReporters(['json,xml']), /unknown reporter "xml"/, 'after a name without =FILE a comma starts another reporter');
   assert.throws(() => chooseReporters(['json', 'json']), /named twice/);
   assert.throws(() => chooseReporters(['github=x']), /takes no file/);
-  assert.throws(() => chooseReporters([], 'r.json'), /--output r\.json needs --reporter json, junit or tap/);
+  assert.throws(() => chooseReporters([], 'r.json'), /--output r\.json needs --reporter json, junit/);
   assert.throws(() => chooseReporters(['json', 'junit'], 'r'), /would both write to it/);
   assert.throws(() => chooseReporters(['json', 'junit']), /would all write to stdout/);
   assert.throws(() => chooseReporters(['github', 'json']), /would all write to stdout: send json to a file/);

@@ -167,7 +167,7 @@ export function actionValue(text: string, runs: StepRun[], values: Record<string
 }
 
 /**
- * A stand-in for `npm install --global FILE.tgz` (the registry is out of reach here): puts
+ * A stand-in for `npm install --global [--no-fund --no-audit --allow-scripts=better-sqlite3] FILE.tgz` (the registry is out of reach here): puts
  * `npm` first on PATH that, asked exactly that for a packed idem-lab, unpacks it into a
  * prefix of its own, gives it this repository's node_modules and links its bin, as npm
  * does; anything else it refuses. Returns the folders to put first on PATH and where the
@@ -181,8 +181,10 @@ export function npmStandIn(root: string, nodeModules: string): { path: string[];
   fs.mkdirSync(path.join(prefix, 'bin'), { recursive: true });
   const script = `#!/usr/bin/env bash
 set -euo pipefail
+args=("$@")
+if [ "$#" -eq 6 ] && [ "$3" = --no-fund ] && [ "$4" = --no-audit ] && [ "$5" = --allow-scripts=better-sqlite3 ]; then set -- "$1" "$2" "$6"; fi
 if [ "$#" -ne 3 ] || [ "$1" != install ] || [ "$2" != --global ] || [ ! -f "$3" ] || [[ "$3" != *.tgz ]]; then
-  echo "npm stand-in: only npm install --global FILE.tgz, got: $*" >&2
+  echo "npm stand-in: only npm install --global [--no-fund --no-audit --allow-scripts=better-sqlite3] FILE.tgz, got: \${args[*]}" >&2
   exit 2
 fi
 rm -rf '${installed}'

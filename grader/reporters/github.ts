@@ -16,7 +16,7 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import { formatPoints, notPassed, type GradeReport } from '../grading.js';
 import type { StepResult } from '../types.js';
-import { plainBody, stepName, truncate, visibleControls } from './plain.js';
+import { plainBody, stepName, stepsPass, truncate, visibleControls } from './plain.js';
 import { noWorkflowCommands, visibleDeep } from '../visible.js';
 
 /** Options of the github reporter. */
@@ -123,8 +123,8 @@ function cell(text: string): string {
   return markdownText(text);
 }
 
-/** A fenced code block that `text` cannot close early. */
-function fenced(text: string): string[] {
+/** A fenced code block that `text` cannot close early: the lines of the block, its info string `text`. */
+export function fenced(text: string): string[] {
   const safe = noWorkflowCommands(text);
   const longest = Math.max(0, ...(safe.match(/`+/g) ?? []).map((run) => run.length));
   const fence = '`'.repeat(Math.max(3, longest + 1));
@@ -134,7 +134,7 @@ function fenced(text: string): string[] {
 /** `6 of 8 steps pass · 6/8 points`. */
 function headline(report: GradeReport): string {
   const passed = report.steps.filter((s) => s.result.status === 'pass').length;
-  return `${passed} of ${report.steps.length} steps pass · ${formatPoints(report.score)}/${formatPoints(report.maxScore)} points`;
+  return `${stepsPass(passed, report.steps.length)} · ${formatPoints(report.score)}/${formatPoints(report.maxScore)} points`;
 }
 
 /** What a sandbox that fell back left the servers, and why: for the annotation and the job summary. */

@@ -4,7 +4,9 @@
  *
  *   human   the terminal report (default), on stdout, verdicts as they come
  *   json    results.json (Exercism v3 + points), to a file or stdout
- *   junit   JUnit XML, to a file or stdout
+ *   junit   JUnit XML valid against Surefire's schema, to a file or stdout
+ *   junit-ant   JUnit XML valid against Ant's schema; junit-file: junit with testcase `file`
+ *   gradescope  Gradescope's results.json, to a file or stdout
  *   tap     TAP 13, to a file or stdout
  *   github  GitHub Actions: log groups and annotations on stdout, the job summary to
  *           $GITHUB_STEP_SUMMARY, the Classroom `result` to $GITHUB_OUTPUT (each when set)
@@ -17,15 +19,42 @@ import type { GradeReport } from '../grading.js';
 import { formatGithub, type GithubOptions } from './github.js';
 import { formatJson } from './json.js';
 import { formatJunit } from './junit.js';
+import { formatGradescope } from './gradescope.js';
 import { formatTap } from './tap.js';
 
 /** The reporters there are. */
-export const REPORTER_NAMES = ['human', 'json', 'junit', 'tap', 'github'] as const;
+export const REPORTER_NAMES = ['human', 'json', 'junit', 'junit-ant', 'junit-file', 'gradescope', 'tap', 'github'] as const;
 /** One of REPORTER_NAMES. */
 export type ReporterName = (typeof REPORTER_NAMES)[number];
 
 /** Reporters that write one document, to a file or to stdout. */
-const DOCUMENT_REPORTERS: readonly ReporterName[] = ['json', 'junit', 'tap'];
+const DOCUMENT_REPORTERS: readonly ReporterName[] = ['json', 'junit', 'junit-ant', 'junit-file', 'gradescope', 'tap'];
+
+/** A reporter that writes one document (see DOCUMENT_REPORTERS). */
+export type DocumentReporter = 'json' | 'junit' | 'junit-ant' | 'junit-file' | 'gradescope' | 'tap';
+
+/**
+ * The items of `--reporter` values: each value split at the commas that begin another
+ * reporter (`,NAME` or `,NAME=`), so a comma inside a FILE path stays in it
+ * (`junit=out,v2.xml,json` is junit=out,v2.xml and json).
+ */
+export function reporterItems(values: readonly string[]): string[] {
+  const items: string[] = [];
+  for (const value of values) {
+    const parts = value.split(',');
+    let current: string | undefined;
+    for (const part of parts) {
+      const head = part.trim().split('=')[0].toLowerCase();
+      const starts = (REPORTER_NAMES as readonly string[]).includes(head) || current === undefined || !current.includes('=');
+      if (starts) {
+        if (current !== undefined) items.push(current);
+        current = part;
+      } else current += `,${part}`;
+    }
+    if (current !== undefined) items.push(current);
+  }
+  return items.map((v) => v.trim()).filter((v) => v !== '');
+}
 
 /** A chosen reporter and where its document goes: a file path, or undefined for stdout. */
 export interface ReporterChoice {
@@ -34,7 +63,8 @@ export interface ReporterChoice {
 }
 
 /**
- * Reads `--reporter` values (each `NAME` or `NAME=FILE`, several per value with commas)
+ * Reads `--reporter` values (each `NAME` or `NAME=FILE`, several per value with commas; a
+ * comma in FILE stays there, see reporterItems)
  * and `--output FILE` into choices; `human` when none is named. `--output` is where the
  * one json, junit or tap reporter without its own `=FILE` writes. At most one reporter
  * may write to stdout besides human and github, which share it.
@@ -44,7 +74,7 @@ export interface ReporterChoice {
  */
 export function chooseReporters(values: readonly string[], output?: string): ReporterChoice[] {
   const choices: ReporterChoice[] = [];
-  for (const item of values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '')) {
+  for (const item of reporterItems(values)) {
     const eq = item.indexOf('=');
     const name = (eq < 0 ? item : item.slice(0, eq)).toLowerCase();
     const file = eq < 0 ? undefined : item.slice(eq + 1);
@@ -121,10 +151,14 @@ function appendFile(file: string, text: string): void {
   }
 }
 
-/** The document of a json, junit or tap reporter; `paths` (the github reporter's options) say where junit's `file` attributes point. */
-export function formatDocument(name: 'json' | 'junit' | 'tap', report: GradeReport, paths: GithubOptions = {}): string {
+/** The document of a document reporter; `paths` (the github reporter's options) say where junit-file's `file` attributes point. */
+export function formatDocument(name: DocumentReporter, report: GradeReport, paths: GithubOptions = {}): string {
   if (name === 'json') return formatJson(report);
-  if (name === 'junit') return formatJunit(report, { timestamp: new Date(), workspacePath: paths.workspacePath, serverFile: paths.serverFile });
+  if (name === 'gradescope') return formatGradescope(report);
+  if (name === 'junit' || name === 'junit-ant' || name === 'junit-file') {
+    const flavour = name === 'junit' ? 'surefire' : name === 'junit-ant' ? 'ant' : 'file';
+    return formatJunit(report, { flavour, timestamp: new Date(), workspacePath: paths.workspacePath, serverFile: paths.serverFile });
+  }
   return formatTap(report);
 }
 
@@ -154,7 +188,7 @@ export function writeReports(report: GradeReport, choices: readonly ReporterChoi
       if (files.output) attempt(() => appendFile(files.output as string, github.output));
       continue;
     }
-    const text = formatDocument(choice.name, report, options.github);
+    const text = formatDocument(choice.name as DocumentReporter, report, options.github);
     if (choice.file === undefined) stdout(text);
     else attempt(() => writeFile(choice.file as string, text));
   }

@@ -26,15 +26,16 @@ export function learnerOutput(serverOutput: string): string {
 }
 
 /**
- * results.json's top-level status (Exercism's rule: `error` when the tests could not be
- * run at all): `error` only when every test is an error (no server.py, a bad config, the
- * grader could not grade), `pass` when every test passed, else `fail`, also when a server
- * that could not start made the live tests fail while the file tests were graded.
+ * results.json's top-level status: the run's own (GradeReport.status), as in every other
+ * output (the gradebook, Classroom, JUnit's properties). `error` when nothing could be
+ * graded, and also when the server could not start or answered nothing, which is
+ * Exercism's rule read for a server (`error` when the tests could not run; "for
+ * interpreted languages, a runtime error such as a syntax error"): the file steps may
+ * have passed, but no live test ran. `pass` when every step passed, else `fail`.
  */
 export function resultsStatus(report: GradeReport): Status {
   if (report.steps.length === 0) return report.status === 'pass' ? 'pass' : 'error';
-  if (report.steps.every((s) => s.result.status === 'error')) return 'error';
-  return report.steps.every((s) => s.result.status === 'pass') ? 'pass' : 'fail';
+  return report.status;
 }
 
 /** One test (one step) of results.json. */
@@ -61,7 +62,7 @@ export interface ResultsTest {
 /** results.json: Exercism's version 3 with `score` and `max_score` added. */
 export interface ResultsFile {
   version: 3;
-  /** pass: every step passed; error: every step is an error (nothing could be graded); fail otherwise (see resultsStatus). */
+  /** pass: every step passed; error: nothing could be graded, or the server could not start or answered nothing; fail otherwise (see resultsStatus). */
   status: Status;
   /** Why nothing could be graded when status is error; null otherwise (each test carries its own message). */
   message: string | null;

@@ -1,17 +1,29 @@
 /**
- * The junit reporter: JUnit XML as CI systems read it (Jenkins, GitLab, Azure DevOps,
- * CircleCI, the common GitHub Actions test-report actions): one <testsuite> "idem-lab"
- * as the root, in the shape of Apache Maven Surefire's report schema
- * (surefire-test-report-3.0.2.xsd: the reference format of JUnit XML), one <testcase> per
- * step; a failed step carries <failure message="..."> with the whole explanation and
- * transcript as its text, a step the grader could not grade <error>. Points go in the
- * suite's <properties>. Each <testcase> also has `file`, the file it grades relative to
- * the repository root (the answer file, or the server's source for a live check), which
- * the test-report actions read to annotate it: the one attribute Surefire's schema does not
- * declare. Written with xmlbuilder2, which escapes markup; control characters a server
- * printed are shown as `\xNN` (XML 1.0 cannot hold them).
+ * The junit reporters: JUnit XML as CI systems read it (Jenkins, GitLab, Azure DevOps,
+ * CircleCI, the GitHub Actions test-report actions), one <testsuite> "idem-lab" as the
+ * root, one <testcase> per step; a failed step carries <failure message="..."> with the
+ * whole explanation and transcript as its text, a step the grader could not grade
+ * <error>. Points go in the suite's <properties>. Three flavours, because the two
+ * published schemas of the format disagree:
+ *
+ *   junit       valid against Apache Maven Surefire's surefire-test-report-3.0.2.xsd (the
+ *               reference of JUnit XML), as published: advice on a passed step in the
+ *               testcase's <system-out>.
+ *   junit-ant   valid against the Apache Ant JUnit schema (windyroad/JUnit-Schema,
+ *               JUnit.xsd), as published: `hostname` and `timestamp` on the suite, the
+ *               suite's <system-out> (the advice) and <system-err>, which that schema
+ *               requires and Surefire's forbids, and nothing but a failure or error in a
+ *               testcase. No document can be valid against both.
+ *   junit-file  junit with `file` on each testcase (the file it grades relative to the
+ *               repository root: the answer file, or the server's source for a live
+ *               check), which test-report actions read to annotate it; neither schema
+ *               declares it.
+ *
+ * Written with xmlbuilder2, which escapes markup; control characters a server printed are
+ * shown as `\xNN` (XML 1.0 cannot hold them).
  */
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { formatPoints, type GradeReport } from '../grading.js';
 import { plainBody, stepName, visibleControls } from './plain.js';
@@ -25,10 +37,17 @@ function xmlbuilder(): typeof import('xmlbuilder2') {
   return createRequire(import.meta.url)('xmlbuilder2') as typeof import('xmlbuilder2');
 }
 
+/** The flavours of JUnit XML (see the module's comment). */
+export type JunitFlavour = 'surefire' | 'ant' | 'file';
+
 /** Options of the junit reporter. */
 export interface JunitOptions {
-  /** When the run started, for the suite's `timestamp` attribute; omitted when absent. */
+  /** Which schema the document follows (default surefire). */
+  flavour?: JunitFlavour;
+  /** When the run started, for the suite's `timestamp` attribute (UTC, no zone); omitted when absent, except in the ant flavour (now). */
   timestamp?: Date;
+  /** The ant flavour's `hostname` (default os.hostname(), 'localhost' when empty). */
+  hostname?: string;
   /** The workspace folder relative to the repository root (posix separators), '' or absent when it is the root. */
   workspacePath?: string;
   /** The server's source relative to the workspace (e.g. 'server.py'): the file of a live check; default 'server.py'. */
@@ -53,8 +72,10 @@ function seconds(ms: number): string {
   return (ms / 1000).toFixed(3);
 }
 
-/** The junit reporter: the report as a JUnit XML document (UTF-8, ending in a newline). */
+/** The junit reporter: the report as a JUnit XML document of the chosen flavour (UTF-8, ending in a newline). */
 export function formatJunit(report: GradeReport, options: JunitOptions = {}): string {
+  const flavour = options.flavour ?? 'surefire';
+  const timestamp = options.timestamp ?? (flavour === 'ant' ? new Date() : undefined);
   const counts = {
     tests: String(report.steps.length),
     failures: String(report.steps.filter((s) => s.result.status === 'fail').length),
@@ -63,7 +84,12 @@ export function formatJunit(report: GradeReport, options: JunitOptions = {}): st
     time: seconds(report.steps.reduce((total, s) => total + s.result.ms, 0)),
   };
   const doc = xmlbuilder().create({ version: '1.0', encoding: 'UTF-8', invalidCharReplacement: '\ufffd' });
-  const suite = doc.ele('testsuite', { name: 'idem-lab', ...counts, ...(options.timestamp ? { timestamp: options.timestamp.toISOString().replace(/\.\d{3}Z$/, '') } : {}) });
+  const suite = doc.ele('testsuite', {
+    name: 'idem-lab',
+    ...(timestamp ? { timestamp: timestamp.toISOString().replace(/\.\d{3}Z$/, '') } : {}),
+    ...(flavour === 'ant' ? { hostname: options.hostname || os.hostname() || 'localhost' } : {}),
+    ...counts,
+  });
   const properties = suite.ele('properties');
   const property = (name: string, value: string) => properties.ele('property', { name, value: visibleControls(value) });
   property('status', report.status);
@@ -74,18 +100,26 @@ export function formatJunit(report: GradeReport, options: JunitOptions = {}): st
     property(`points.${result.id}`, formatPoints(points));
     property(`required.${result.id}`, String(required));
   }
+  const advice: string[] = [];
   for (const { result } of report.steps) {
     const testcase = suite.ele('testcase', {
       name: stepName(result),
       classname: `idem-lab.${result.id}-${result.slug}`,
       time: seconds(result.ms),
-      file: testcaseFile(result, options),
+      ...(flavour === 'file' ? { file: testcaseFile(result, options) } : {}),
     });
     if (result.status === 'pass') {
-      if (result.warnings.length > 0) testcase.ele('system-out').txt(visibleControls(result.warnings.map((w) => `note: ${w}`).join('\n')));
+      const notes = result.warnings.map((w) => `note: ${w}`).join('\n');
+      if (notes === '') continue;
+      if (flavour === 'ant') advice.push(`${stepName(result)}\n${notes}`);
+      else testcase.ele('system-out').txt(visibleControls(notes));
       continue;
     }
     testcase.ele(result.status === 'fail' ? 'failure' : 'error', { message: oneLine(result.message), type: result.status }).txt(visibleControls(plainBody(result)));
+  }
+  if (flavour === 'ant') {
+    suite.ele('system-out').txt(visibleControls(advice.join('\n\n')));
+    suite.ele('system-err');
   }
   return doc.end({ prettyPrint: true }) + '\n';
 }

@@ -44,3 +44,8 @@ export function truncate(text: string, max: number, marker = '… (truncated)'):
 export function truncateStart(text: string, max: number, marker = '(earlier output cut) …'): string {
   return text.length <= max ? text : marker + text.slice(text.length - Math.max(0, max - marker.length));
 }
+
+/** `6 of 8 steps pass`, `1 of 1 step passes`, `0 of 1 step passes`: agreeing with the number of steps. */
+export function stepsPass(passed: number, total: number): string {
+  return `${passed} of ${total} ${total === 1 ? 'step passes' : 'steps pass'}`;
+}

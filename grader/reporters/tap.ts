@@ -5,7 +5,7 @@
  * in a closing comment.
  */
 import { formatPoints, type GradeReport } from '../grading.js';
-import { plainBody, stepName, visibleControls } from './plain.js';
+import { plainBody, stepName, visibleControls, stepsPass } from './plain.js';
 
 /** A test point's description: no newlines, and `#` escaped so it never starts a directive. */
 function description(text: string): string {
@@ -42,6 +42,6 @@ export function formatTap(report: GradeReport): string {
     out.push('  ---', ...yaml.join('\n').split('\n').map((line) => (line === '' ? '' : `  ${line}`)), '  ...');
   });
   const passed = report.steps.filter((s) => s.result.status === 'pass').length;
-  out.push(`# ${passed} of ${report.steps.length} steps pass. Score: ${formatPoints(report.score)} of ${formatPoints(report.maxScore)} points.`);
+  out.push(`# ${stepsPass(passed, report.steps.length)}. Score: ${formatPoints(report.score)} of ${formatPoints(report.maxScore)} points.`);
   return out.join('\n') + '\n';
 }
