@@ -9,6 +9,7 @@ import { send, sendSimultaneously, type PayRequest, type Timeouts } from './http
 import { TestData, type Seed } from './seed.js';
 import { readStatement, type Charge } from './statement.js';
 import { startServer, type ServerCommand, type ServerInstance } from './server.js';
+import { openGate, type ProviderGate } from './gate.js';
 import type { Exchange, LedgerRow } from './types.js';
 import type { KeylessGrouping } from './audit.js';
 
@@ -107,6 +108,9 @@ export class LiveContext {
   /** Where the copies go: the first is known from the start, since it holds the database. */
   private readonly copyPaths: string[] = [];
   private stoppedFor: string | undefined;
+  /** Each instance's provider gate (gate.ts), and every gate opened, closed by stopAll. */
+  private readonly gates = new Map<ServerInstance, ProviderGate>();
+  private readonly openGates: ProviderGate[] = [];
   /** This check's keys, users and amounts, from the run's seed. */
   readonly data: TestData;
 
@@ -234,6 +238,9 @@ export class LiveContext {
     const database = options.database ?? (options.ownDatabase ? { dbPath: path.join(cwd, 'lab.db'), providerLog: path.join(cwd, 'provider.log') } : this.mainDatabase);
     const pod: (typeof this.pods)[number] = { folder: cwd, database };
     this.pods.push(pod);
+    // The grader's hand on this instance's provider (gate.ts): closed with the check.
+    const gate = await openGate();
+    this.openGates.push(gate);
     const instance = await startServer({
       workspace: cwd,
       dbPath: database.dbPath,
@@ -247,10 +254,13 @@ export class LiveContext {
       dbMs: options.dbMs,
       priority: options.priority,
       env: options.env,
+      gateSocket: gate.socketPath,
     }).catch((err: unknown) => {
       pod.failed = true;
+      gate.close();
       throw err;
     });
+    this.gates.set(instance, gate);
     pod.instance = instance;
     this.servers.push(instance);
     this.databaseOf.set(instance, database);
@@ -336,6 +346,18 @@ export class LiveContext {
    */
   async stopAll(): Promise<void> {
     await Promise.all(this.servers.map((s) => (s.sandboxed ? s.kill() : s.stop())));
+    for (const gate of this.openGates.splice(0)) gate.close();
+  }
+
+  /**
+   * The provider's gate of an instance this check started (gate.ts): the charges its
+   * provider reported and the holds on them.
+   * @throws Error for an instance of another check
+   */
+  gate(of: ServerInstance): ProviderGate {
+    const gate = this.gates.get(of);
+    if (!gate) throw new Error(`gate: server ${of.label} is not of this check`);
+    return gate;
   }
 
   /** The instances that left processes running when stopped (see ServerInstance.leftRunning): label and count. */

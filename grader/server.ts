@@ -79,6 +79,11 @@ export interface StartOptions {
    */
   env?: Readonly<Record<string, string>>;
   /**
+   * IDEM_PROVIDER_GATE: the socket of the grader's hand on the provider (gate.ts), in a
+   * folder of the grader's own that a sandbox binds in read-only. None when absent.
+   */
+  gateSocket?: string;
+  /**
    * Its place in the queue of starts (see startSlot): how long, in ms, the part of the
    * check that waits for this server takes once it is up (default 0). Starts waiting for
    * a slot are served longest first, so a server whose round is slow is not held up by
@@ -501,6 +506,7 @@ export function serverEnv(options: StartOptions, port: number, home: string): Re
     PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     HOME: home,
     ...contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
+    ...(options.gateSocket ? { IDEM_PROVIDER_GATE: options.gateSocket } : {}),
   };
 }
 
@@ -522,7 +528,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const relay = relayCommand(command.file);
   const inner = private_?.network === 'private' ? [...relay.command, socketPath!, String(port), command.file, ...command.args] : [command.file, ...command.args];
   const [file, args] = private_
-    ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, relay.folders, tmp), '--', ...inner]]
+    ? [private_.prlimit, [...prlimitArgs(private_.limits), private_.bwrap, ...bwrapArgs(private_, scratch, cwd, command.file, options.gateSocket ? [...relay.folders, path.dirname(options.gateSocket)] : relay.folders, tmp), '--', ...inner]]
     : [command.file, command.args];
   const subprocess = spawnInGroup(file, args, { cwd, env: serverEnv(options, port, home) });
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
