@@ -208,7 +208,14 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
   try {
     // 1. The raced payment's duplicates, at once; its charge must reach the provider.
     const dupes = Array.from({ length: RACE_SIZE }, () => send(raced));
-    if (!(await gate.until((cs) => cs.some(chargeOf(raced.body)), HELD_BOUND_MS))) {
+    // Reached, or every duplicate answered without it (a charge() that does not report at the gate): no need to wait out the bound.
+    const allAnswered = Promise.all(dupes.map((d) => d.answer)).then(() => false);
+    const reached = await Promise.race([gate.until((cs) => cs.some(chargeOf(raced.body)), HELD_BOUND_MS), allAnswered]);
+    if (!reached && dupes.every((d) => d.got !== undefined) && !gate.charges.some(chargeOf(raced.body))) {
+      const answered = dupes.map((d) => d.got!);
+      throw new CheckFailed(t('step.05.heldNeverCharged', { ...said, answered: answered.length, size: RACE_SIZE }), t('step.05.heldGate.why'), { exchanges: answered });
+    }
+    if (!reached && !gate.charges.some(chargeOf(raced.body))) {
       throw boundRanOut(lag, () => {
         const answered = dupes.filter((d) => d.got !== undefined).map((d) => d.got!);
         return new CheckFailed(t('step.05.heldNeverCharged', { ...said, answered: answered.length, size: RACE_SIZE }), t('step.05.heldGate.why'), { exchanges: answered.length > 0 ? answered : undefined });
