@@ -136,11 +136,11 @@ async function crashAt(ctx: LiveContext, a: ServerInstance, point: CrashPoint): 
 /**
  * A client's retries of `req` on `server` while its key is in flight: again every
  * RETRY_DELAY_MS after each 409, until another answer, MAX_TRIES tries or `deadline` (a
- * performance.now() time, in ms), each try's answer bounded by what is left. `sentAt`
- * gets each try's sending time (performance.now(), ms).
+ * performance.now() time, in ms), each try's answer bounded by what is left. `sentAt` and
+ * `answeredAt` get each try's sending and answer times (performance.now(), ms).
  * @returns every try's exchange, in order
  */
-async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req: Payment, deadline: number, sentAt: number[] = []): Promise<Exchange[]> {
+async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req: Payment, deadline: number, sentAt: number[] = [], answeredAt: number[] = []): Promise<Exchange[]> {
   const tries: Exchange[] = [];
   while (tries.length < MAX_TRIES) {
     const left = Math.round(deadline - performance.now());
@@ -148,6 +148,7 @@ async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req:
     sentAt.push(performance.now());
     const retry = await ctx.pay(server, req, { connectMs: 2000, answerMs: Math.min(limits().requestMs, left) });
     tries.push(retry);
+    answeredAt.push(performance.now());
     if (retry.status !== 409) break;
     await delay(RETRY_DELAY_MS);
   }
@@ -165,7 +166,9 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Paymen
   const started = performance.now();
   const deadline = started + CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS;
   const sentAt: number[] = [];
-  const tries = await retryWhileInFlight(ctx, b, req, deadline, sentAt);
+  const answeredAt: number[] = [];
+  const lag = startLagMonitor();
+  const tries = await retryWhileInFlight(ctx, b, req, deadline, sentAt, answeredAt).finally(() => lag.stop());
   const ms = Math.round(performance.now() - started);
   const last = tries[tries.length - 1];
   // Money moved twice is said first: it is the bug, whatever the retries were answered.
@@ -187,15 +190,24 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Paymen
   expectStatus(last, 201, t('step.12.retryStatus', { status: String(last.status) }), t('step.12.stuck.why'));
   paymentOf(last);
   // A claim surely abandoned (LATE_TAKEOVER times IDEM_LOCK_S old, by the grader's clock, which never overstates its age) must have been taken over.
-  const late = tries.findIndex((e, i) => e.status === 409 && sentAt[i] - chargedAt >= LATE_TAKEOVER * CRASH_LOCK_S * 1000);
+  // And a try that waited must have been answered soon after the claim became abandoned
+  // (IDEM_LOCK_S after its charge reached the gate) or after it was sent, whichever is later.
+  const lockMs = CRASH_LOCK_S * 1000;
+  const late = tries.findIndex(
+    (e, i) => (e.status === 409 && sentAt[i] - chargedAt >= LATE_TAKEOVER * lockMs) || answeredAt[i] - Math.max(sentAt[i], chargedAt + lockMs) >= (LATE_TAKEOVER - 1) * lockMs,
+  );
+  if (late >= 0 && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
   if (late >= 0) {
     throw new CheckFailed(
-      t('step.12.lateTakeover', { age: ((sentAt[late] - chargedAt) / 1000).toFixed(1), lock: CRASH_LOCK_S, times: LATE_TAKEOVER }),
+      t('step.12.lateTakeover', { age: ((answeredAt[late] - chargedAt) / 1000).toFixed(1), lock: CRASH_LOCK_S, times: LATE_TAKEOVER, status: String(tries[late].status ?? t('check.audit.noAnswer')) }),
       t('step.12.stuck.why'),
       { exchanges: [lost, tries[late], last] },
     );
   }
   const why = point === 'before' ? t('step.12.onceBefore.why') : t('step.12.once.why');
+  if (point === 'before' && chargesOf(ctx, req.body, b).length === 0) {
+    throw new CheckFailed(t('step.12.takeoverUnpaid', { server: b.label }), why, { exchanges: [lost, last] });
+  }
   expectCharges(ctx, req.body, 1, [lost, last], why, b);
   expectRows(ctx, req.key, 1, [lost, last], why, b);
   // The take-over's 201 is the payment's first answer; a later retry is its replay, and says so.
