@@ -123,6 +123,8 @@ for (const { name, expect } of soaked()) {
           if (want === undefined) continue;
           if (r.status === 'error' && /^inconclusive/.test(r.message)) {
             inconclusive[r.id]++;
+            const reason = `${r.id}: ${r.message.replace(/\d+/g, 'N').slice(0, 110)}`;
+            reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
             continue;
           }
           const ok = want === P ? r.status === 'pass' : r.status === 'fail' && new RegExp(want).test(r.message);

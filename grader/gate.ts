@@ -230,14 +230,16 @@ export class ProviderGate {
 }
 
 /**
- * Opens a gate: a new folder of the grader's own under the system's temporary folder
+ * Opens a gate: a new folder of the grader's own under the system's temporary folder (/tmp when that one's path is too long for a socket)
  * (mkdtemp, then mode 0711 and checked to be a real folder owned by this process's uid,
  * never followed through a link) holding the socket `provider.sock` (mode 0666).
  * @returns the gate, listening
  * @throws Error when the folder or the socket cannot be made
  */
 export async function openGate(): Promise<ProviderGate> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-gate-'));
+  // A socket's path holds at most 107 bytes (sun_path): under a long TMPDIR, /tmp is used.
+  const base = Buffer.byteLength(path.join(os.tmpdir(), 'idem-gate-XXXXXX', 'provider.sock')) < 100 ? os.tmpdir() : '/tmp';
+  const dir = fs.mkdtempSync(path.join(base, 'idem-gate-'));
   const stat = fs.lstatSync(dir);
   if (!stat.isDirectory() || (process.getuid && stat.uid !== process.getuid())) throw new Error(`openGate: ${dir} is not a folder of the grader's own`);
   fs.chmodSync(dir, 0o711);

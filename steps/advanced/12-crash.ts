@@ -28,6 +28,8 @@ export const LATE_TAKEOVER = 2;
  */
 export const CRASH_POINTS = ['after', 'before'] as const;
 export type CrashPoint = (typeof CRASH_POINTS)[number];
+/** How long a killed server's processes may take to be gone before its folder is put back, in ms. */
+const KILLED_WITHIN_MS = 10_000;
 /** The most time a charge is awaited at the provider's gate, in ms: a bound, not what decides. */
 const GATE_BOUND_MS = 8000;
 /** How long, beyond IDEM_LOCK_S, the retries after the crash may take to get their 201, in ms: far less than the default IDEM_LOCK_S of 30 s. */
@@ -364,6 +366,8 @@ export const step: Step = {
         // folders are put back as the learner's with only the databases and statements kept
         // (a restarted pod keeps its volume only), and B and H start there.
         const [after, before] = await Promise.all([inPart(crashName('after'), () => crashAt(ctx, a, 'after')), inPart(crashName('before'), () => crashAt(ctx, g, 'before'))]);
+        // Killed, their processes may take a moment to be reaped on a busy machine: the folders are put back once they are gone.
+        await Promise.all([a, g].map((server) => server.endedWithin(KILLED_WITHIN_MS)));
         ctx.renewCopies();
         const [b, h] = await Promise.all([
           ctx.startServer({ env: CRASH_ENV, label: 'B', priority: 1500 }),
