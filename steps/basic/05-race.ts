@@ -4,7 +4,7 @@ import { commandKey, describeResponse, headerKey, parsePaste } from '../../grade
 import { t } from '../../i18n/index.js';
 import { CheckFailed } from '../../grader/failure.js';
 import { RACE_SIZE, raceRound, where } from '../../grader/race.js';
-import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type LagMonitor } from '../../grader/gate.js';
+import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type LagMonitor } from '../../grader/gate.js';
 import { rowsForKey } from '../../grader/ledger.js';
 import { isDeepStrictEqual } from 'node:util';
 import { checkTimeouts, responseJson, slowDatabaseTimeouts, type PayRequest } from '../../grader/http.js';
@@ -137,6 +137,11 @@ interface Sent {
 /** Whether a gate's charge is the charge of `body`. */
 const chargeOf = (body: { user: string; amount: number }) => (c: { user: string; amount: number }) => c.user === body.user && c.amount === body.amount;
 
+/** What the provider's gate saw, one line per charge, for a failure's evidence: `gate: user "..." amount N, held` (or `let go`). */
+function gateSaw(charges: GateCharge[]): string[] {
+  return charges.map((c) => `gate: user ${JSON.stringify(c.user)} amount ${c.amount}${c.key === undefined ? '' : ` key ${JSON.stringify(c.key)}`}, ${c.waitingAt !== undefined ? 'held' : 'let go'}`);
+}
+
 /**
  * A bound ran out: when the grader's own event loop lagged STARVED_LAG_MS or more
  * meanwhile, the result says nothing about the server (Inconclusive); else `failure`.
@@ -231,7 +236,7 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
         return new CheckFailed(
           t('step.05.heldBlocked', { ...said, missing: missing.map((m) => JSON.stringify(m.key)).join(', '), reached, sameUser: missing.length === 1 && missing[0] === others[1] ? t('step.05.heldSameUser') : '' }),
           t('step.05.serialised.why'),
-          { exchanges: otherSent.filter((s) => s.got).map((s) => s.got!) },
+          { details: gateSaw(gate.charges), ...(otherSent.some((s) => s.got) ? { exchanges: otherSent.filter((s) => s.got).map((s) => s.got!) } : {}) },
         );
       });
     }
@@ -239,7 +244,7 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
     const freeSent = send(free);
     const freeAnswered = await Promise.race([freeSent.answer.then(() => true), delay(HELD_BOUND_MS).then(() => false)]);
     if (!freeAnswered) {
-      throw boundRanOut(lag, () => new CheckFailed(t('step.05.heldFree', { ...said, held: held.length, charged: gate.charges.some(chargeOf(free.body)) ? t('step.05.heldFree.charged') : t('step.05.heldFree.notCharged') }), t('step.05.serialised.why')));
+      throw boundRanOut(lag, () => new CheckFailed(t('step.05.heldFree', { ...said, held: held.length, charged: gate.charges.some(chargeOf(free.body)) ? t('step.05.heldFree.charged') : t('step.05.heldFree.notCharged') }), t('step.05.serialised.why'), { details: gateSaw(gate.charges) }));
     }
     if (freeSent.got!.status !== 201) {
       throw new CheckFailed(t('step.05.heldFreeStatus', { ...said, held: held.length, status: String(freeSent.got!.status ?? freeSent.got!.error) }), t('step.05.othersFailed.why'), { exchanges: [freeSent.got!] });
