@@ -1,46 +1,72 @@
 /**
- * `npm run soak`: the race steps (05 and 06) graded over and over on the fixtures, to show
- * that a wrong solution is caught every time, not by luck, and that a correct one passes
- * every time. For each fixture it grades the race steps SOAK_RUNS times (default 100) and
- * prints how many runs gave the verdict fixtures/matrix.ts expects. `--load N` keeps N busy
- * loops running meanwhile (default 0), as on a loaded machine; they are stopped by pid.
+ * `npm run soak`: the race steps (05 and 06, and 12 of the advanced track) graded over and
+ * over on the fixtures, to show that a wrong solution is caught every time, not by luck, and
+ * that a correct one passes every time. For each fixture it grades the steps SOAK_RUNS
+ * times (default 100) and prints how many runs gave the verdict fixtures/matrix.ts (or
+ * fixtures/advanced-matrix.ts) expects; a run the grader found inconclusive (the machine
+ * too busy, exit 2) is counted apart, never as right. `--load N` keeps N busy loops running
+ * meanwhile (default 0), `--disk N` N disk writers (default 0: each writes and fsyncs 8 MiB
+ * files in a temporary folder, over and over), as on a loaded machine; they are stopped by
+ * pid. `--jobs N` grades N runs at once (as `idem-lab grade --jobs N` does workspaces).
  * Under each fixture it lists what the failures said (each kind with its count), so a
  * wrong fixture is seen to fail for its reason. Exit 0 when every count is full, 1 otherwise. Not part of `npm test`: it takes long.
  *
- * Options: --runs N, --load N, --only NAME[,NAME...] (fixtures), --steps 05[,06],
+ * Options: --runs N, --load N, --disk N, --jobs N, --track basic|advanced, --only
+ * NAME[,NAME...] (fixtures), --steps 05[,06] (default 05,06; 12 for the advanced track),
  * --sandbox auto|required|off (default auto, as `idem-lab check`: servers in bubblewrap
  * where it starts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { grade } from '../grader/engine.js';
 import { resolveInterpreter } from '../grader/server.js';
 import { sandboxFor } from '../bin/check-command.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { MATRIX, P } from '../fixtures/matrix.js';
+import { ADVANCED_MATRIX } from '../fixtures/advanced-matrix.js';
 import { racySteps } from '../fixtures/build.js';
 import { openWorkspace } from '../lab/workspace.js';
-import { STEPS } from '../steps/index.js';
+import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
 import { fixtureWorkspace } from '../test/support.js';
 
 const { values } = parseArgs({
   options: {
     runs: { type: 'string', default: process.env.SOAK_RUNS ?? '100' },
     load: { type: 'string', default: '0' },
+    disk: { type: 'string', default: '0' },
+    jobs: { type: 'string', default: '1' },
+    track: { type: 'string', default: 'basic' },
     only: { type: 'string' },
-    steps: { type: 'string', default: '05,06' },
+    steps: { type: 'string' },
     sandbox: { type: 'string', default: 'auto' },
   },
 });
 const runs = Number(values.runs);
-const stepIds = values.steps!.split(',');
-const steps = STEPS.filter((s) => stepIds.includes(s.id));
+const advanced = values.track === 'advanced';
+const stepIds = (values.steps ?? (advanced ? '12' : '05,06')).split(',');
+const steps = (advanced ? ADVANCED_STEPS : STEPS).filter((s) => stepIds.includes(s.id));
+const jobs = Math.max(1, Number(values.jobs));
 
 /**
  * The fixtures worth soaking: every correct design, and every wrong one that fails a race
  * step without being declared racy there (a race it must lose every time).
  */
 function soaked(): Array<{ name: string; expect: Record<string, string> }> {
+  if (advanced) {
+    const chosen = values.only ? values.only.split(',') : Object.keys(ADVANCED_MATRIX);
+    return chosen.flatMap((name) => {
+      const row = ADVANCED_MATRIX[name];
+      if (!row) throw new Error(`no advanced fixture ${name}`);
+      const racy = racySteps(name);
+      const expect = Object.fromEntries(steps.filter((s) => !racy.includes(s.id)).map((s) => [s.id, row[s.id] ?? P]));
+      const fails = Object.values(expect).some((v) => v !== P);
+      const correct = Object.keys(row).length === 0;
+      return correct || fails ? [{ name, expect }] : [];
+    });
+  }
   const chosen = values.only ? values.only.split(',') : Object.keys(MATRIX);
   return chosen.flatMap((name) => {
     const row = MATRIX[name];
@@ -53,9 +79,16 @@ function soaked(): Array<{ name: string; expect: Record<string, string> }> {
   });
 }
 
-const busy: ChildProcess[] = Array.from({ length: Number(values.load) }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' }));
+const diskDir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-soak-disk-'));
+/** A disk writer: 8 MiB written and fsynced to one file of its own, over and over. */
+const DISK_WRITER = `const fs=require('fs');const b=Buffer.alloc(8<<20,1);for(;;){const fd=fs.openSync(process.argv[1],'w');fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);}`;
+const busy: ChildProcess[] = [
+  ...Array.from({ length: Number(values.load) }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' })),
+  ...Array.from({ length: Number(values.disk) }, (_, i) => spawn(process.execPath, ['-e', DISK_WRITER, path.join(diskDir, `w${i}`)], { stdio: 'ignore' })),
+];
 /** Stops the busy loops by pid, once; never throws. */
 const stopBusy = () => {
+  fs.rmSync(diskDir, { recursive: true, force: true });
   for (const p of busy.splice(0)) {
     try {
       if (p.pid) process.kill(p.pid, 'SIGKILL');
@@ -69,7 +102,7 @@ installExitHooks();
 
 let allFull = true;
 const { sandbox } = await sandboxFor(values.sandbox, 'auto');
-console.log(`soak: ${runs} runs of steps ${stepIds.join(', ')} per fixture, ${busy.length} busy loop(s), ${sandbox ? `sandboxed (${sandbox.network} network)` : 'no sandbox'}`);
+console.log(`soak: ${runs} runs of steps ${stepIds.join(', ')} per fixture, ${values.load} busy loop(s), ${values.disk} disk writer(s), ${jobs} at once, ${sandbox ? `sandboxed (${sandbox.network} network)` : 'no sandbox'}`);
 for (const { name, expect } of soaked()) {
   const ws = fixtureWorkspace(name);
   try {
@@ -80,21 +113,32 @@ for (const { name, expect } of soaked()) {
     // What the failures said, each kind once with its count: digits and quoted values blurred, first clause only.
     const reasons = new Map<string, number>();
     const started = performance.now();
-    for (let i = 0; i < runs; i++) {
-      const results = await grade({ workspace: ws.dir, steps, command: resolved });
-      for (const r of results) {
-        const want = expect[r.id];
-        if (want === undefined) continue;
-        const ok = want === P ? r.status === 'pass' : r.status === 'fail' && new RegExp(want).test(r.message);
-        if (r.status !== 'pass') {
-          const reason = `${r.id}: ${r.message.replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 110)}`;
-          reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+    const inconclusive: Record<string, number> = Object.fromEntries(Object.keys(expect).map((id) => [id, 0]));
+    let nextRun = 0;
+    const worker = async () => {
+      for (let i = nextRun++; i < runs; i = nextRun++) {
+        const results = await grade({ workspace: ws.dir, steps, command: resolved });
+        for (const r of results) {
+          const want = expect[r.id];
+          if (want === undefined) continue;
+          if (r.status === 'error' && /^inconclusive/.test(r.message)) {
+            inconclusive[r.id]++;
+            const reason = `${r.id}: ${r.message.replace(/\d+/g, 'N').slice(0, 110)}`;
+            reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+            continue;
+          }
+          const ok = want === P ? r.status === 'pass' : r.status === 'fail' && new RegExp(want).test(r.message);
+          if (r.status !== 'pass') {
+            const reason = `${r.id}: ${r.message.replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 110)}`;
+            reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+          }
+          if (ok) hits[r.id]++;
+          else if (seen.length < 3) seen.push(`run ${i + 1}, step ${r.id} ${r.status} (seed ${r.seed}): ${r.message}`);
         }
-        if (ok) hits[r.id]++;
-        else if (seen.length < 3) seen.push(`run ${i + 1}, step ${r.id} ${r.status} (seed ${r.seed}): ${r.message}`);
       }
-    }
-    const cells = Object.entries(hits).map(([id, n]) => `${id} ${expect[id] === P ? 'pass' : 'fail'} ${n}/${runs}`);
+    };
+    await Promise.all(Array.from({ length: jobs }, worker));
+    const cells = Object.entries(hits).map(([id, n]) => `${id} ${expect[id] === P ? 'pass' : 'fail'} ${n}/${runs}${inconclusive[id] ? ` (${inconclusive[id]} inconclusive)` : ''}`);
     if (Object.values(hits).some((n) => n !== runs)) allFull = false;
     console.log(`${name.padEnd(28)} ${cells.join('   ')}   (${((performance.now() - started) / 1000).toFixed(0)} s)`);
     for (const line of seen) console.log(`    ${line}`);

@@ -13,6 +13,7 @@ import { removeUnsafe, renewFile } from './safe-copy.js';
 import { sandboxOwner } from './sandbox.js';
 import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED } from './workspace-image.js';
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
+import { openGate, type ProviderGate } from './gate.js';
 import type { Exchange, LedgerRow } from './types.js';
 import type { KeylessGrouping } from './audit.js';
 import { labelledOutput } from './printed.js';
@@ -115,6 +116,9 @@ export class LiveContext {
    * servers wrote more than the disk bound (disk-bound.ts). Undefined while within them.
    */
   overrun: CheckFailed | undefined;
+  /** Each instance's provider gate (gate.ts), and every gate opened, closed by stopAll. */
+  private readonly gates = new Map<ServerInstance, ProviderGate>();
+  private readonly openGates: ProviderGate[] = [];
   /** This check's keys, users and amounts, from the run's seed. */
   readonly data: TestData;
 
@@ -263,6 +267,9 @@ export class LiveContext {
     this.pods.push(pod);
     this.watchWrites();
     const image = this.ensureImage();
+    // The grader's hand on this instance's provider (gate.ts): closed with the check.
+    const gate = await openGate();
+    this.openGates.push(gate);
     const instance = await startServer({
       workspace: cwd,
       dbPath: database.dbPath,
@@ -286,10 +293,13 @@ export class LiveContext {
       env: options.env,
       // Far from UTC, by the seed: a server's times must not depend on where it runs.
       timeZone: serverTimeZone(this.data.seed),
+      gateSocket: gate.socketPath,
     }).catch((err: unknown) => {
       pod.failed = true;
+      gate.close();
       throw err;
     });
+    this.gates.set(instance, gate);
     pod.instance = instance;
     this.servers.push(instance);
     this.databaseOf.set(instance, database);
@@ -404,6 +414,7 @@ export class LiveContext {
     await Promise.all(this.servers.map((s) => (s.sandboxed ? s.kill() : s.stop())));
     this.stopWatch?.();
     this.stopWatch = undefined;
+    for (const gate of this.openGates.splice(0)) gate.close();
   }
 
   /**
@@ -431,6 +442,17 @@ export class LiveContext {
       this.image?.inodes,
       bound,
     );
+  }
+
+  /**
+   * The provider's gate of an instance this check started (gate.ts): the charges its
+   * provider reported and the holds on them.
+   * @throws Error for an instance of another check
+   */
+  gate(of: ServerInstance): ProviderGate {
+    const gate = this.gates.get(of);
+    if (!gate) throw new Error(`gate: server ${of.label} is not of this check`);
+    return gate;
   }
 
   /** The instances that left processes running when stopped (see ServerInstance.leftRunning): label and count. */

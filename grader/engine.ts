@@ -1,3 +1,4 @@
+import { Inconclusive } from './gate.js';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -163,6 +164,11 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
     const output = err.evidence.serverOutput ?? ctx?.serverOutput([...new Set(result.exchanges.map((e) => e.server))]);
     if (output) result.serverOutput = output;
     if (err instanceof ServerStartFailed && ctx !== undefined && ctx.startedCount === 0) result.startFailed = true;
+  } else if (err instanceof Inconclusive) {
+    // Not the learner's failure and not the grader's bug: the machine was too busy to tell (exit 2).
+    result.status = 'error';
+    result.message = err.message;
+    if (ctx) result.exchanges = ctx.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN);
   } else {
     result.status = 'error';
     result.message = t('check.graderError', { error: (err as Error).message ?? String(err) });

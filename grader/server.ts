@@ -113,6 +113,11 @@ export interface StartOptions {
    */
   timeZone?: string;
   /**
+   * IDEM_PROVIDER_GATE: the socket of the grader's hand on the provider (gate.ts), in a
+   * folder of the grader's own that a sandbox binds in read-only. None when absent.
+   */
+  gateSocket?: string;
+  /**
    * Its place in the queue of starts (see startSlot): how long, in ms, the part of the
    * check that waits for this server takes once it is up (default 0). Starts waiting for
    * a slot are served longest first, so a server whose round is slow is not held up by
@@ -580,6 +585,7 @@ export function serverEnv(options: StartOptions, port: number, home: string): Re
     PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     HOME: home,
     ...contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
+    ...(options.gateSocket ? { IDEM_PROVIDER_GATE: options.gateSocket } : {}),
   };
 }
 
@@ -627,7 +633,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const [writable, ...databaseDirs] = options.writable?.length ? options.writable : [scratch];
   const extraWritable = databaseDirs.filter((dir) => dir !== writable && !dir.startsWith(writable + path.sep));
   const readOnly = (options.readOnly ?? []).flatMap(([source, dest]) => ['--ro-bind', source, dest]);
-  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable]), ...readOnly, '--', ...inner];
+  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? []), ...(options.gateSocket ? [path.dirname(options.gateSocket)] : [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable]), ...readOnly, '--', ...inner];
   let [file, args] = !sandbox || !sandboxArgs
     ? withParentDeath(command.file, command.args)
     : owner

@@ -56,6 +56,7 @@ TTL_S = float(os.environ.get("IDEM_TTL_S", "86400"))
 LOCK_S = float(os.environ.get("IDEM_LOCK_S", "30"))
 KEYLESS_WINDOW_S = float(os.environ["IDEM_KEYLESS_WINDOW_S"]) if os.environ.get("IDEM_KEYLESS_WINDOW_S") else None
 PROVIDER_REPLY_MS = int(os.environ.get("IDEM_PROVIDER_REPLY_MS", "0"))
+PROVIDER_GATE = os.environ.get("IDEM_PROVIDER_GATE")  # the grader's hand on the provider (see _provider_gate)
 _serving = threading.Event()  # set once the server takes requests: IDEM_DB_MS applies from then on
 
 MAX_BODY_BYTES = 16 * 1024  # a larger body is answered 413 without being read
@@ -216,6 +217,42 @@ def fingerprint(payload):
 _provider_lock = threading.Lock()
 
 
+class _provider_gate:
+    """The grader's hand on the provider (IDEM_PROVIDER_GATE, a Unix socket; see the server
+    contract). charge() reports its start and waits for the word "go" before any money
+    moves, then reports that the money moved and waits again before it returns: the
+    grader may hold a charge there, or stop the server while it is held. Without the
+    variable (your own runs) it does nothing."""
+
+    def __init__(self, user, amount, key):
+        self.conn = None
+        if not PROVIDER_GATE:
+            return
+        self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.conn.connect(PROVIDER_GATE)
+        report = {"point": "start", "user": user, "amount": amount, "pid": os.getpid()}
+        if key is not None:
+            report["key"] = key
+        self._ask(report)
+
+    def _ask(self, report):
+        self.conn.sendall((json.dumps(report) + "\n").encode("utf-8"))
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = self.conn.recv(16)
+            if not chunk:  # the grader went away: go on
+                return
+            answer += chunk
+
+    def moved(self):
+        if self.conn is not None:
+            self._ask({"point": "moved"})
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+
+
 def charge(user, amount, key=None):
     """Ask the payment provider to move the money. Takes IDEM_CHARGE_MS; this is the slow,
     irreversible part that must happen once per payment.
@@ -225,12 +262,26 @@ def charge(user, amount, key=None):
     that first charge. Returns the charge: {"user", "amount", "at", "pid"} (and "key").
     Raises ValueError when the key was used for another user or amount.
     """
+    gate = _provider_gate(user, amount, key)
+    try:
+        done, moved = _move_money(user, amount, key)
+        gate.moved()
+    finally:
+        gate.close()
+    if moved:
+        time.sleep(PROVIDER_REPLY_MS / 1000)  # the provider's answer on its way back
+    return done
+
+
+def _move_money(user, amount, key):
+    """The provider's side of charge(): IDEM_CHARGE_MS, then one line on its statement (none
+    for a key it already holds). Returns (the charge, whether money moved now)."""
     time.sleep(CHARGE_MS / 1000)
     done = {"user": user, "amount": amount, "at": now_iso(), "pid": os.getpid()}
     if key is not None:
         done["key"] = key
     if not PROVIDER_LOG:
-        return done
+        return done, True
     with _provider_lock, open(PROVIDER_LOG, "a+", encoding="utf-8") as statement:
         fcntl.flock(statement, fcntl.LOCK_EX)  # one provider, whichever process calls it
         if key is not None:
@@ -243,11 +294,10 @@ def charge(user, amount, key=None):
                 if isinstance(earlier, dict) and earlier.get("key") == key:
                     if earlier.get("user") != user or earlier.get("amount") != amount:
                         raise ValueError("the provider refused: this key was used for another charge")
-                    return earlier
+                    return earlier, False
         statement.write(json.dumps(done) + "\n")
         statement.flush()
-    time.sleep(PROVIDER_REPLY_MS / 1000)
-    return done
+    return done, True
 
 
 def record_payment(key, user, amount):

@@ -2,6 +2,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { limits } from '../../grader/limits.js';
+import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold } from '../../grader/gate.js';
+import { notReplayed, saysReplayed } from './09-replayed.js';
 import { t } from '../../i18n/index.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { PayRequest } from '../../grader/http.js';
@@ -9,23 +11,32 @@ import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
 import type { Step } from '../../grader/track.js';
 
-/** IDEM_LOCK_S of the crashed deployment (A, then B on its database), in s: a claim older than this is abandoned. */
-export const CRASH_LOCK_S = 1;
+/** IDEM_LOCK_S of the crashed deployments (A then B, G then H, each pair on its database), in s: a claim older than this is abandoned. */
+export const CRASH_LOCK_S = 2;
 /**
- * IDEM_PROVIDER_REPLY_MS of the crashed deployment, in ms: once the provider's statement
- * shows the charge, its answer takes this long to come back, and A is killed in between
- * (polled every POLL_MS, the kill lands in it with room to spare on a loaded machine). On
- * B, a charge of a new key outlasts IDEM_LOCK_S by this much less a second: the time in
- * which a retry takes its claim over while its owner still charges.
+ * How old, in IDEM_LOCK_S, a claim may be at most when a retry is still told 409: by then it
+ * is surely abandoned (its age is measured from when its charge reached the provider's gate,
+ * later than the claim was made, so never more than its real age). A server that waits three
+ * times IDEM_LOCK_S before it takes over answers 409 there.
  */
-export const CRASH_REPLY_MS = 3000;
+export const LATE_TAKEOVER = 2;
+/**
+ * Where the grader crashes a server in the middle of a payment (gate.ts): `before`, held at
+ * the provider before the money moved (the take-over must charge: a take-over that only
+ * writes the row pays nothing); `after`, held once the money moved and before charge()
+ * returned (the take-over must not charge again).
+ */
+export const CRASH_POINTS = ['after', 'before'] as const;
+export type CrashPoint = (typeof CRASH_POINTS)[number];
+/** How long a killed server's processes may take to be gone before its folder is put back, in ms. */
+const KILLED_WITHIN_MS = 10_000;
+/** The most time a charge is awaited at the provider's gate, in ms: a bound, not what decides. */
+const GATE_BOUND_MS = 8000;
 /** How long, beyond IDEM_LOCK_S, the retries after the crash may take to get their 201, in ms: far less than the default IDEM_LOCK_S of 30 s. */
 export const RECOVERY_BOUND_MS = 4000;
 /** The retrying client's delay between two tries, in ms, and its most tries. */
 export const RETRY_DELAY_MS = 100;
 export const MAX_TRIES = 60;
-/** How often the provider's statement is read while a charge is awaited, in ms. */
-const POLL_MS = 5;
 /**
  * The live charge's provider window (IDEM_PROVIDER_REPLY_MS), in ms, per attempt: another
  * server is started and the retries sent inside it. A second attempt, twice as long, is
@@ -33,6 +44,8 @@ const POLL_MS = 5;
  * charge had ended); its verdict stands.
  */
 export const LIVE_WINDOWS_MS = [2000, 4000] as const;
+/** How long the live claim's charge stays held once the retries are sent, in ms, unless they are all answered first: long enough for each to look at the claim (and take it over, if it would). */
+export const LIVE_HOLD_MS = 1000;
 /** IDEM_LOCK_S of the live deployment exceeds its window by this much, in s: its claim stays young while it charges. */
 export const LIVE_LOCK_MARGIN_S = 2;
 
@@ -50,21 +63,37 @@ function sendPending(ctx: LiveContext, server: ServerInstance, req: PayRequest):
 }
 
 /**
- * Sends `req` to `server` and waits until the provider's statement shows its charge (read
- * every POLL_MS, for at most the time a request may take): the money has moved and the
- * server is waiting for the provider's answer.
- * @returns the request, still in flight (or answered within the last POLL_MS)
- * @throws CheckFailed when it was answered, or timed out, with no charge on the statement
+ * Sends `req` to `server` and holds its charge at the provider's gate at `point` (gate.ts):
+ * before the money moves (`start`) or once it has moved (`moved`), until the hold is released.
+ * @returns the request, in flight and held, and the hold (with the time its charge reached
+ *   the gate, performance.now() ms)
+ * @throws CheckFailed when it was answered with no charge held; Inconclusive when the bound
+ *   ran out while the grader's own event loop was starved
  */
-async function chargeUnderWay(ctx: LiveContext, server: ServerInstance, req: PayRequest & { body: { user: string; amount: number } }): Promise<Pending> {
+async function chargeUnderWay(
+  ctx: LiveContext,
+  server: ServerInstance,
+  req: PayRequest & { body: { user: string; amount: number } },
+  point: GatePoint,
+): Promise<Pending & { hold: Hold; chargedAt: number }> {
+  const gate = ctx.gate(server);
+  // Only this request's own charge, the first of its body to get there: a retry's charge goes on.
+  let owned: GateCharge | undefined;
+  const hold = gate.hold((c) => {
+    if (c.user !== req.body.user || c.amount !== req.body.amount) return false;
+    owned ??= c;
+    return owned === c;
+  }, point);
+  const lag = startLagMonitor();
   const pending = sendPending(ctx, server, req);
-  const deadline = performance.now() + limits().requestMs + 1000;
-  const charged = () => (ctx.charges(server) ?? []).some((c) => c.user === req.body.user && c.amount === req.body.amount);
-  while (pending.doneAt === undefined && performance.now() < deadline) {
-    if (charged()) return pending;
-    await delay(POLL_MS);
+  try {
+    const held = await Promise.race([gate.until(() => hold.held.length > 0, GATE_BOUND_MS), pending.answer.then(() => hold.held.length > 0)]);
+    if (held) return { ...pending, hold, chargedAt: hold.held[0].startedAt };
+    hold.release();
+    if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+  } finally {
+    lag.stop();
   }
-  if (charged()) return pending;
   const answer = await pending.answer;
   throw new CheckFailed(
     t('step.12.noCharge', { request: describeRequest(answer), status: String(answer.status ?? t('check.audit.noAnswer')) }),
@@ -78,49 +107,50 @@ function chargesOf(ctx: LiveContext, body: { user: string; amount: number }, on:
   return (ctx.charges(on) ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
 }
 
-/** The crashed deployment's settings (A, then B on its database). */
-const CRASH_ENV = { IDEM_LOCK_S: String(CRASH_LOCK_S), IDEM_PROVIDER_REPLY_MS: String(CRASH_REPLY_MS) };
+/** The crashed deployments' settings. */
+const CRASH_ENV = { IDEM_LOCK_S: String(CRASH_LOCK_S) };
 
 /** A payment of the crashed deployment: its key and body. */
 type Payment = PayRequest & { key: string; body: { user: string; amount: number } };
 
 /**
- * The crash: A pays and is killed (SIGKILL) once the provider's statement shows the charge,
- * before charge() returns; the killed request must get no answer. A's folder is put back as
- * the learner's files with only the database and the statement kept (a restarted pod keeps
- * its volume only), and B starts there with the same settings.
- * @returns B, the payment and the killed request's exchange
+ * The crash: a server pays and is killed (SIGKILL) while the grader holds its charge at the
+ * provider's gate at `point`: before the money moved, or once it moved and before charge()
+ * returned. The killed request must get no answer.
+ * @returns the payment, the killed request's exchange and when its charge reached the gate
  * @throws CheckFailed when the charge never began or the request was answered anyway
  */
-async function crashOnA(ctx: LiveContext, a: ServerInstance): Promise<{ b: ServerInstance; req: Payment; lost: Exchange }> {
-  const data = ctx.data.fork('crash');
+async function crashAt(ctx: LiveContext, a: ServerInstance, point: CrashPoint): Promise<{ req: Payment; lost: Exchange; chargedAt: number }> {
+  const data = ctx.data.fork(`crash-${point}`);
   const req = { key: data.key(), body: data.payment() };
-  const inFlight = await chargeUnderWay(ctx, a, req);
+  const inFlight = await chargeUnderWay(ctx, a, req, point === 'before' ? 'start' : 'moved');
   await a.kill();
+  inFlight.hold.release();
   const lost = await inFlight.answer;
   if (lost.status !== undefined) {
-    throw new CheckFailed(t('step.12.answeredEarly', { request: describeRequest(lost), status: lost.status, ms: CRASH_REPLY_MS }), t('step.12.answeredEarly.why'), {
+    throw new CheckFailed(t('step.12.answeredEarly', { request: describeRequest(lost), status: lost.status }), t('step.12.answeredEarly.why'), {
       exchanges: [lost],
     });
   }
-  ctx.renewCopies();
-  const b = await ctx.startServer({ env: CRASH_ENV, label: 'B', priority: 1500 + CRASH_REPLY_MS });
-  return { b, req, lost };
+  return { req, lost, chargedAt: inFlight.chargedAt };
 }
 
 /**
  * A client's retries of `req` on `server` while its key is in flight: again every
  * RETRY_DELAY_MS after each 409, until another answer, MAX_TRIES tries or `deadline` (a
- * performance.now() time, in ms), each try's answer bounded by what is left.
+ * performance.now() time, in ms), each try's answer bounded by what is left. `sentAt` and
+ * `answeredAt` get each try's sending and answer times (performance.now(), ms).
  * @returns every try's exchange, in order
  */
-async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req: Payment, deadline: number): Promise<Exchange[]> {
+async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req: Payment, deadline: number, sentAt: number[] = [], answeredAt: number[] = []): Promise<Exchange[]> {
   const tries: Exchange[] = [];
   while (tries.length < MAX_TRIES) {
     const left = Math.round(deadline - performance.now());
     if (left <= 0) break;
+    sentAt.push(performance.now());
     const retry = await ctx.pay(server, req, { connectMs: 2000, answerMs: Math.min(limits().requestMs, left) });
     tries.push(retry);
+    answeredAt.push(performance.now());
     if (retry.status !== 409) break;
     await delay(RETRY_DELAY_MS);
   }
@@ -133,10 +163,14 @@ async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req:
  * later retry replays that payment.
  * @throws CheckFailed naming what broke (money moved twice first)
  */
-async function recover(ctx: LiveContext, b: ServerInstance, req: Payment, lost: Exchange): Promise<{ tries: number; ms: number }> {
+async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Payment; lost: Exchange; chargedAt: number }, point: CrashPoint): Promise<{ tries: number; ms: number }> {
+  const { req, lost, chargedAt } = crash;
   const started = performance.now();
   const deadline = started + CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS;
-  const tries = await retryWhileInFlight(ctx, b, req, deadline);
+  const sentAt: number[] = [];
+  const answeredAt: number[] = [];
+  const lag = startLagMonitor();
+  const tries = await retryWhileInFlight(ctx, b, req, deadline, sentAt, answeredAt).finally(() => lag.stop());
   const ms = Math.round(performance.now() - started);
   const last = tries[tries.length - 1];
   // Money moved twice is said first: it is the bug, whatever the retries were answered.
@@ -157,11 +191,34 @@ async function recover(ctx: LiveContext, b: ServerInstance, req: Payment, lost: 
   }
   expectStatus(last, 201, t('step.12.retryStatus', { status: String(last.status) }), t('step.12.stuck.why'));
   paymentOf(last);
-  const why = t('step.12.once.why');
+  // A claim surely abandoned (LATE_TAKEOVER times IDEM_LOCK_S old, by the grader's clock, which never overstates its age) must have been taken over.
+  // And a try that waited must have been answered soon after the claim became abandoned
+  // (IDEM_LOCK_S after its charge reached the gate) or after it was sent, whichever is later.
+  const lockMs = CRASH_LOCK_S * 1000;
+  const late = tries.findIndex(
+    (e, i) => (e.status === 409 && sentAt[i] - chargedAt >= LATE_TAKEOVER * lockMs) || answeredAt[i] - Math.max(sentAt[i], chargedAt + lockMs) >= (LATE_TAKEOVER - 1) * lockMs,
+  );
+  if (late >= 0 && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+  if (late >= 0) {
+    throw new CheckFailed(
+      t('step.12.lateTakeover', { age: ((answeredAt[late] - chargedAt) / 1000).toFixed(1), lock: CRASH_LOCK_S, times: LATE_TAKEOVER, status: String(tries[late].status ?? t('check.audit.noAnswer')) }),
+      t('step.12.stuck.why'),
+      { exchanges: [lost, tries[late], last] },
+    );
+  }
+  const why = point === 'before' ? t('step.12.onceBefore.why') : t('step.12.once.why');
+  if (point === 'before' && chargesOf(ctx, req.body, b).length === 0) {
+    throw new CheckFailed(t('step.12.takeoverUnpaid', { server: b.label }), why, { exchanges: [lost, last] });
+  }
   expectCharges(ctx, req.body, 1, [lost, last], why, b);
   expectRows(ctx, req.key, 1, [lost, last], why, b);
+  // The take-over's 201 is the payment's first answer; a later retry is its replay, and says so.
+  notReplayed(last, t('step.12.recovered'));
   const later = await ctx.pay(b, req);
   expectReplay(last, later, t('step.12.replay.why'));
+  if (!saysReplayed(later)) {
+    throw new CheckFailed(t('step.09.unmarked', { what: t('step.12.laterRetry'), value: later.replayed ?? t('step.09.noHeader') }), t('step.09.unmarked.why'), { exchanges: [last, later] });
+  }
   return { tries: tries.length, ms };
 }
 
@@ -177,9 +234,10 @@ async function recover(ctx: LiveContext, b: ServerInstance, req: Payment, lost: 
 async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
   const data = ctx.data.fork('slow-owner');
   const req = { key: data.key(), body: data.payment() };
-  const owner = await chargeUnderWay(ctx, b, req);
-  const deadline = performance.now() + CRASH_REPLY_MS + RECOVERY_BOUND_MS;
-  const tries = await retryWhileInFlight(ctx, b, req, deadline);
+  // The owner's charge is held once the money moved until a retry has taken the claim over (or the retries end).
+  const owner = await chargeUnderWay(ctx, b, req, 'moved');
+  const deadline = performance.now() + CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS;
+  const tries = await retryWhileInFlight(ctx, b, req, deadline).finally(() => owner.hold.release());
   const answer = await owner.answer;
   const last = tries[tries.length - 1];
   const why = t('step.12.slow.why');
@@ -189,7 +247,7 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
   }
   if (last === undefined || last.status === 409 || last.errorCode === 'timeout') {
     throw new CheckFailed(
-      t('step.12.slowStuck', { tries: tries.length, seconds: ((CRASH_REPLY_MS + RECOVERY_BOUND_MS) / 1000).toFixed(1), lock: CRASH_LOCK_S, last: last?.status === 409 ? '409' : t('check.audit.noAnswer') }),
+      t('step.12.slowStuck', { tries: tries.length, seconds: ((CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS) / 1000).toFixed(1), lock: CRASH_LOCK_S, last: last?.status === 409 ? '409' : t('check.audit.noAnswer') }),
       t('step.12.stuck.why'),
       { exchanges: [answer, ...tries.slice(-3)] },
     );
@@ -209,7 +267,7 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
 /** IDEM_LOCK_S of the live deployment of an attempt, in s. */
 const liveLockS = (attempt: number) => LIVE_WINDOWS_MS[attempt] / 1000 + LIVE_LOCK_MARGIN_S;
 /** The live deployment's settings of an attempt. */
-const liveEnv = (attempt: number) => ({ IDEM_LOCK_S: String(liveLockS(attempt)), IDEM_PROVIDER_REPLY_MS: String(LIVE_WINDOWS_MS[attempt]) });
+const liveEnv = (attempt: number) => ({ IDEM_LOCK_S: String(liveLockS(attempt)) });
 
 /**
  * A claim younger than IDEM_LOCK_S belongs to a live request. On a database of its own,
@@ -231,11 +289,20 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
   const database = started?.database ?? ctx.newDatabase();
   const [first, second] = attempt === 0 ? ['C', 'D'] : ['E', 'F'];
   const c = started?.c ?? (await ctx.startServer({ database, env, label: first, priority: 3000 + window }));
+  let d!: ServerInstance;
   const data = ctx.data.fork(`live-${attempt}`);
   const req = { key: data.key(), body: data.payment() };
-  const owner = await chargeUnderWay(ctx, c, req);
-  const d = await ctx.startServer({ database, env, label: second, priority: 2000 + window });
-  const retries = owner.doneAt === undefined ? [sendPending(ctx, c, req), sendPending(ctx, d, req)] : [];
+  // C's charge is held once the money moved while D starts and the retries are sent and looked at.
+  const owner = await chargeUnderWay(ctx, c, req, 'moved');
+  let retries: Pending[] = [];
+  try {
+    const d0 = await ctx.startServer({ database, env, label: second, priority: 2000 + window });
+    retries = [sendPending(ctx, c, req), sendPending(ctx, d0, req)];
+    await Promise.race([Promise.all(retries.map((r) => r.answer)), delay(LIVE_HOLD_MS)]);
+    d = d0;
+  } finally {
+    owner.hold.release();
+  }
   const answer = await owner.answer;
   const answers = await Promise.all(retries.map((r) => r.answer));
   const young = owner.doneAt !== undefined && owner.doneAt - owner.sentAt < lock * 1000;
@@ -280,35 +347,52 @@ export const step: Step = {
   },
   cost: 3,
   async live(ctx: LiveContext) {
-    // A and C first, outside the parts: a server that cannot start at all is said as such.
-    // C's database is its own: the crash is on the check's database, the live claim beside it.
+    // The crashed deployments (A on the check's database, G on one of its own) and C first,
+    // outside the parts: a server that cannot start at all is said as such.
     const liveDatabase = ctx.newDatabase();
+    const beforeDatabase = ctx.newDatabase();
     const starts = await Promise.allSettled([
-      ctx.startServer({ env: CRASH_ENV, label: 'A', priority: 2000 + CRASH_REPLY_MS }),
+      ctx.startServer({ env: CRASH_ENV, label: 'A', priority: 2000 }),
+      ctx.startServer({ database: beforeDatabase, env: CRASH_ENV, label: 'G', priority: 2000 }),
       ctx.startServer({ database: liveDatabase, env: liveEnv(0), label: 'C', priority: 3000 + LIVE_WINDOWS_MS[0] }),
     ]);
     for (const start of starts) if (start.status === 'rejected') throw start.reason;
-    const [a, c] = starts.map((start) => (start as PromiseFulfilledResult<ServerInstance>).value);
-    const crashName = t('step.12.part.crash');
+    const [a, g, c] = starts.map((start) => (start as PromiseFulfilledResult<ServerInstance>).value);
     const settle = <T>(run: Promise<T>) => run.then((value) => ({ value }), (err: unknown) => ({ err }));
+    const crashName = (point: CrashPoint) => t(point === 'before' ? 'step.12.part.crashBefore' : 'step.12.part.crash');
     const crash = settle(
       (async () => {
-        const { b, req, lost } = await inPart(crashName, () => crashOnA(ctx, a));
+        // Both crashes at once (after the money moved on A, before it moved on G); both
+        // folders are put back as the learner's with only the databases and statements kept
+        // (a restarted pod keeps its volume only), and B and H start there.
+        const [after, before] = await Promise.all([inPart(crashName('after'), () => crashAt(ctx, a, 'after')), inPart(crashName('before'), () => crashAt(ctx, g, 'before'))]);
+        // Killed, their processes may take a moment to be reaped on a busy machine: the folders are put back once they are gone.
+        await Promise.all([a, g].map((server) => server.endedWithin(KILLED_WITHIN_MS)));
+        ctx.renewCopies();
+        const [b, h] = await Promise.all([
+          ctx.startServer({ env: CRASH_ENV, label: 'B', priority: 1500 }),
+          ctx.startServer({ database: beforeDatabase, env: CRASH_ENV, label: 'H', priority: 1500 }),
+        ]);
         // Beside the retries, on B: a charge that outlasts IDEM_LOCK_S while its owner lives.
-        const [recovered, slow] = await Promise.all([
-          settle(inPart(crashName, () => recover(ctx, b, req, lost))),
+        const [recovered, recoveredBefore, slow] = await Promise.all([
+          settle(inPart(crashName('after'), () => recover(ctx, b, after, 'after'))),
+          settle(inPart(crashName('before'), () => recover(ctx, h, before, 'before'))),
           settle(inPart(t('step.12.part.slow', { lock: CRASH_LOCK_S }), () => slowOwner(ctx, b))),
         ]);
         if ('err' in recovered) throw recovered.err;
+        if ('err' in recoveredBefore) throw recoveredBefore.err;
         if ('err' in slow) throw slow.err;
         return recovered.value;
       })(),
     );
     const live = settle(inPart(t('step.12.part.live'), async () => (await liveClaim(ctx, 0, false, { c, database: liveDatabase })) ?? (await liveClaim(ctx, 1, true))));
     const [crashed, lived] = await Promise.all([crash, live]);
-    if ('err' in crashed) throw crashed.err;
-    if ('err' in lived) throw lived.err;
-    return t('step.12.pass', { tries: crashed.value.tries, seconds: (crashed.value.ms / 1000).toFixed(1), lock: CRASH_LOCK_S, how: lived.value ?? '' });
+    // A failure seen is said before an inconclusive part.
+    const errors = [crashed, lived].filter((r): r is { err: unknown } => 'err' in r).map((r) => r.err);
+    const failure = errors.find((e) => !(e instanceof Inconclusive)) ?? errors[0];
+    if (failure !== undefined) throw failure;
+    const crashedValue = (crashed as { value: { tries: number; ms: number } }).value;
+    return t('step.12.pass', { tries: crashedValue.tries, seconds: (crashedValue.ms / 1000).toFixed(1), lock: CRASH_LOCK_S, how: (lived as { value: string | undefined }).value ?? '' });
   },
   get hints() {
     return [t('step.12.hint.1'), t('step.12.hint.2'), t('step.12.hint.3')];

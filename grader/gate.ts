@@ -1,0 +1,296 @@
+/**
+ * The provider's gate (server contract, "The provider's gate"): a Unix socket the grader
+ * owns, named to the server in IDEM_PROVIDER_GATE. Each call of the provider (charge())
+ * connects to it and reports itself twice, each time waiting for the grader's word:
+ *
+ *   server → `{"point": "start", "user", "amount", "key"?, "pid"}\n`   (before any money moves)
+ *   grader → `go\n`
+ *   server → `{"point": "moved"}\n`   (the money moved: the statement holds the charge)
+ *   grader → `go\n`                    (then charge() returns to the server)
+ *
+ * Unless a check holds a charge, the grader answers at once. Held, the charge waits until
+ * the check releases it, or the check kills the server there: a crash at a point the
+ * grader chooses (before the money moved, after it moved). So a check asks causal
+ * questions ("is another payment answered while this charge is held?") instead of timing
+ * a slow provider on a machine whose load it does not know.
+ *
+ * The socket lives in a folder of the grader's own (made with mkdtemp, mode 0711, under
+ * the grader's temporary folder), outside every folder a sandboxed server may write, and
+ * is bound into the sandbox read-only: the server can connect to it, never replace it.
+ * The socket is mode 0666 so that a sandbox run as another uid can connect.
+ */
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+
+/** Where in a charge the gate stops it: before the money moves, or once it has moved (before charge() returns). */
+export type GatePoint = 'start' | 'moved';
+
+/** One call of the provider as the gate saw it. */
+export interface GateCharge {
+  user: string;
+  amount: number;
+  /** The provider's idempotency key charge() was given, when one was. */
+  key?: string;
+  /** The pid the server reported (in its own pid namespace). */
+  pid?: number;
+  /** When it reported its start, performance.now() ms. */
+  startedAt: number;
+  /** When it reported the money moved, performance.now() ms; undefined until then. */
+  movedAt?: number;
+  /** Where it is waiting for the grader's word now; undefined when it is not waiting. */
+  waitingAt?: GatePoint;
+  /** True once the connection closed (charge() returned, failed or its process died). */
+  closed: boolean;
+}
+
+/** A check's hold on the charges that match it, at one point, until released. */
+export interface Hold {
+  /** The charges held (waiting at the hold's point), in the order they came. */
+  readonly held: GateCharge[];
+  /** Lets every held charge go on, and stops holding new ones. Idempotent. */
+  release(): void;
+}
+
+interface Waiting {
+  charge: GateCharge;
+  socket: net.Socket;
+}
+
+interface HoldState extends Hold {
+  point: GatePoint;
+  match: (c: GateCharge) => boolean;
+  released: boolean;
+}
+
+/** The most a report line may be, in bytes: a user is at most 100 characters, a key 255. */
+const MAX_LINE_BYTES = 4096;
+
+/** How many connections a gate takes at most: a server that floods it is cut off. */
+const MAX_CONNECTIONS = 512;
+
+/**
+ * One server instance's gate: the socket, the charges it reported and the holds a check
+ * keeps. Made by openGate; closed by close().
+ */
+export class ProviderGate {
+  /** The socket's path (IDEM_PROVIDER_GATE). */
+  readonly socketPath: string;
+  /** Every charge reported, in the order their starts came. */
+  readonly charges: GateCharge[] = [];
+  private readonly server: net.Server;
+  private readonly holds: HoldState[] = [];
+  private readonly waiting = new Map<GateCharge, Waiting>();
+  private readonly listeners = new Set<() => void>();
+
+  constructor(socketPath: string, server: net.Server) {
+    this.socketPath = socketPath;
+    this.server = server;
+    server.on('connection', (socket) => this.accept(socket));
+  }
+
+  /**
+   * Holds every charge that matches `match` (default: every one) when it reaches `point`
+   * (default `start`, before the money moves), from now until the hold is released. A
+   * charge already waiting there is held too.
+   */
+  hold(match: (c: GateCharge) => boolean = () => true, point: GatePoint = 'start'): Hold {
+    const state: HoldState = {
+      point,
+      match,
+      released: false,
+      held: [],
+      release: () => {
+        if (state.released) return;
+        state.released = true;
+        for (const c of state.held) this.decide(c);
+      },
+    };
+    this.holds.push(state);
+    return state;
+  }
+
+  /**
+   * Waits until `seen` holds for the gate's charges (checked at once and on every report),
+   * at most `timeoutMs` ms.
+   * @returns true when it came to hold, false when the time ran out
+   */
+  until(seen: (charges: GateCharge[]) => boolean, timeoutMs: number): Promise<boolean> {
+    if (seen(this.charges)) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const check = () => {
+        if (!seen(this.charges)) return;
+        done(true);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      const done = (value: boolean) => {
+        clearTimeout(timer);
+        this.listeners.delete(check);
+        resolve(value);
+      };
+      this.listeners.add(check);
+    });
+  }
+
+  /** The charges reported for a payment body. */
+  chargesOf(body: { user: string; amount: number }): GateCharge[] {
+    return this.charges.filter((c) => c.user === body.user && c.amount === body.amount);
+  }
+
+  /** Lets every waiting charge go on and holds nothing more; closes the socket and removes its folder. Never throws. */
+  close(): void {
+    for (const h of this.holds) h.released = true;
+    for (const { socket } of this.waiting.values()) socket.destroy();
+    this.waiting.clear();
+    this.server.close();
+    try {
+      fs.rmSync(path.dirname(this.socketPath), { recursive: true, force: true });
+    } catch {
+      // already gone
+    }
+  }
+
+  private notify(): void {
+    for (const listener of [...this.listeners]) listener();
+  }
+
+  /** Answers `go` to a charge waiting at its point unless an active hold takes it. */
+  private decide(charge: GateCharge): void {
+    const waiting = this.waiting.get(charge);
+    if (!waiting || charge.waitingAt === undefined) return;
+    const hold = this.holds.find((h) => !h.released && h.point === charge.waitingAt && h.match(charge));
+    if (hold) {
+      if (!hold.held.includes(charge)) hold.held.push(charge);
+      return;
+    }
+    charge.waitingAt = undefined;
+    this.waiting.delete(charge);
+    if (!waiting.socket.destroyed) waiting.socket.write('go\n');
+  }
+
+  private accept(socket: net.Socket): void {
+    let buffered = '';
+    let charge: GateCharge | undefined;
+    socket.setEncoding('utf8');
+    socket.on('error', () => undefined);
+    socket.on('data', (chunk: string) => {
+      buffered += chunk;
+      if (buffered.length > MAX_LINE_BYTES) {
+        socket.destroy();
+        return;
+      }
+      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        let report: Record<string, unknown>;
+        try {
+          report = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          socket.destroy();
+          return;
+        }
+        if (report === null || typeof report !== 'object') {
+          socket.destroy();
+          return;
+        }
+        if (charge === undefined && report.point === 'start' && typeof report.user === 'string' && typeof report.amount === 'number') {
+          charge = {
+            user: report.user,
+            amount: report.amount,
+            ...(typeof report.key === 'string' ? { key: report.key } : {}),
+            ...(typeof report.pid === 'number' ? { pid: report.pid } : {}),
+            startedAt: performance.now(),
+            waitingAt: 'start',
+            closed: false,
+          };
+          this.charges.push(charge);
+          this.waiting.set(charge, { charge, socket });
+        } else if (charge !== undefined && report.point === 'moved' && charge.movedAt === undefined && charge.waitingAt === undefined) {
+          charge.movedAt = performance.now();
+          charge.waitingAt = 'moved';
+          this.waiting.set(charge, { charge, socket });
+        } else {
+          socket.destroy();
+          return;
+        }
+        this.decide(charge);
+        this.notify();
+      }
+    });
+    socket.on('close', () => {
+      if (charge) {
+        charge.closed = true;
+        this.waiting.delete(charge);
+        this.notify();
+      }
+    });
+  }
+}
+
+/**
+ * Opens a gate: a new folder of the grader's own under the system's temporary folder (/tmp when that one's path is too long for a socket)
+ * (mkdtemp, then mode 0711 and checked to be a real folder owned by this process's uid,
+ * never followed through a link) holding the socket `provider.sock` (mode 0666).
+ * @returns the gate, listening
+ * @throws Error when the folder or the socket cannot be made
+ */
+export async function openGate(): Promise<ProviderGate> {
+  // A socket's path holds at most 107 bytes (sun_path): under a long TMPDIR, /tmp is used.
+  const base = Buffer.byteLength(path.join(os.tmpdir(), 'idem-gate-XXXXXX', 'provider.sock')) < 100 ? os.tmpdir() : '/tmp';
+  const dir = fs.mkdtempSync(path.join(base, 'idem-gate-'));
+  const stat = fs.lstatSync(dir);
+  if (!stat.isDirectory() || (process.getuid && stat.uid !== process.getuid())) throw new Error(`openGate: ${dir} is not a folder of the grader's own`);
+  fs.chmodSync(dir, 0o711);
+  const socketPath = path.join(dir, 'provider.sock');
+  const server = net.createServer();
+  server.maxConnections = MAX_CONNECTIONS;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.unref();
+  fs.chmodSync(socketPath, 0o666);
+  return new ProviderGate(socketPath, server);
+}
+
+/**
+ * The grader's own event-loop lag, measured while a check waits on a bound: when a bound
+ * ran out while the grader itself was starved, the result is unclear, not the server's
+ * failure. Started by startLagMonitor; `worstMs` is the largest delay seen, in ms.
+ */
+export interface LagMonitor {
+  /** The largest event-loop delay seen since the start, in ms. */
+  worstMs(): number;
+  /** Stops measuring. Idempotent. */
+  stop(): void;
+}
+
+/** Starts measuring the event loop's delay (perf_hooks monitorEventLoopDelay, 20 ms resolution). */
+export function startLagMonitor(): LagMonitor {
+  const histogram: IntervalHistogram = monitorEventLoopDelay({ resolution: 20 });
+  histogram.enable();
+  return {
+    worstMs: () => histogram.max / 1e6,
+    stop: () => histogram.disable(),
+  };
+}
+
+/** The event-loop lag above which a bound that ran out says nothing about the server, in ms. */
+export const STARVED_LAG_MS = 1000;
+
+/**
+ * Thrown when a check cannot tell: a bound ran out while the grader's own event loop lagged
+ * STARVED_LAG_MS or more, after the check's bounded retries. The step's verdict is an error
+ * ("inconclusive: the machine was too busy"), exit 2, never the learner's failure.
+ */
+export class Inconclusive extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'Inconclusive';
+  }
+}
