@@ -9,8 +9,9 @@
  * folder, which holds its own copy of the workspace, IDEM_DB and the provider log, at the
  * same path as outside (the grader opens the same sqlite file). It has a network
  * namespace of its own, loopback only, and the grader reaches it through a Unix socket in
- * that folder (relay.ts); where no network namespace can be made, it keeps the host's and
- * is reached on 127.0.0.1:PORT (docs/safe-grading.md).
+ * that folder (relay.ts); where no network namespace can be made, `--sandbox auto` keeps
+ * the host's and reaches it on 127.0.0.1:PORT, and says so as a fallback, while
+ * `--sandbox required` refuses (chooseSandboxFor, docs/safe-grading.md).
  * Limits (setrlimit, per process): address space, open files, file size, CPU time, and
  * the number of processes.
  */

@@ -415,7 +415,7 @@ export const ko: Record<MessageKey, string> = {
   // --- statement ---
   'help.statement': '결제사가 실제로 결제한 내역(작업 폴더의 provider.log)을 원장과 나란히 출력합니다 (./statement.sh와 같음)',
   'cli.statement.none': '아직 명세서가 없습니다. {log} 파일이 없습니다(서버가 첫 결제 때 만듭니다)',
-  'cli.ledger.unreadable': '{db}을(를) 원장으로 읽을 수 없습니다({error}). 파일이 손상되었거나 sqlite 데이터베이스가 아닙니다. 서버를 멈추고 이 파일을 다른 곳으로 옮기거나 지운 뒤 서버를 다시 시작하세요. 서버가 새 파일을 만듭니다.',
+  'cli.ledger.unreadable': '원장 파일을 읽을 수 없습니다: {db} ({error}). 파일이 손상되었거나 sqlite 데이터베이스가 아닙니다. 서버를 멈추고 이 파일을 다른 곳으로 옮기거나 지운 뒤 서버를 다시 시작하세요. 서버가 새 파일을 만듭니다.',
   'cli.statement.at': '결제 시각',
   'cli.statement.user': '사용자',
   'cli.statement.amount': '금액',

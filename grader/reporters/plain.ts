@@ -18,7 +18,7 @@ export function stepName(result: Pick<StepResult, 'id' | 'slug' | 'title'>): str
  * Everything the human reporter prints under a verdict's header line, without colour and
  * without the 4-space indent: the message, why it matters, what was found, what was sent
  * and what came back, the ledger rows, the server's output, notes and the hint pointer.
- * Lines end in '\n' only; learner-controlled text (bodies, server output) is included as is.
+ * Lines end in '\n' only; learner-controlled text (bodies, server output) is included with its control characters shown as escapes (formatResult, visible.ts).
  */
 export function plainBody(result: StepResult): string {
   return formatResult(result, PLAIN)
