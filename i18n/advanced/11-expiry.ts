@@ -47,7 +47,7 @@ export const ko: Record<keyof typeof en, string> = {
   'step.11.noError.why': '클라이언트는 다음에 할 일, 즉 새 키로 결제를 다시 보내야 한다는 것을 알아야 합니다. 옛 결제가 담긴 410은 성공처럼 읽힙니다.',
   'step.11.sayNewKey': '410 응답의 오류 {error}에는 키 이야기가 없습니다. 키가 만료되었으니 새 키로 결제를 다시 보내라고 알려 주세요.',
   'step.11.unbounded': 'TTL {ttl}초가 지나고 새 결제 {made}건을 한 뒤에도 ledger와 refunds를 뺀 테이블에 행이 {records}개 남아 있습니다({tables}). TTL보다 젊은 기록은 많아야 {made}개이니, 기록을 어느 테이블에 두든 만료된 기록은 지워야 합니다.',
-  'step.11.otherUser': '사용자 {user}가 사용자 {owner}의 만료된 키 {key}를 보내 HTTP {status} 응답을 받았습니다. 이는 그 사용자의 새 결제입니다(201, 그 사용자 자신의 결제).',
+  'step.11.otherUser': '사용자 {user} 측에서 사용자 {owner}의 만료된 키 {key} 값을 보내 HTTP {status} 응답을 받았습니다. 이는 그 사용자의 새 결제입니다(201, 그 사용자 자신의 결제).',
   'step.11.otherUser.why': '키는 사용자별로 범위가 정해지고(10단계) 만료도 마찬가지입니다. 다른 사용자의 키는 이 사용자에게 새 키입니다. 만료된 키를 사용자 없이 찾으면, 이 사용자의 것이 아닌 결제로 거절하거나 그 결제로 응답하게 됩니다.',
   'step.11.saysReplayed': '만료된 키 {key}에 대해 서버 {server}에서 보낸 410 응답에 Idempotency-Replayed: true가 붙어 있었습니다. 거절은 재생이 아닙니다.',
   'step.11.saysReplayed.why': '이 헤더는 클라이언트와 로그를 읽는 사람에게 이미 이루어진 결제의 저장된 응답이라고 알립니다. 거절에 붙이면 실제와 정반대를 말하게 됩니다.',

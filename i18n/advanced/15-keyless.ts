@@ -71,7 +71,7 @@ export const ko: Record<keyof typeof en, string> = {
   'step.15.part.pair': '키 없는 본문 {count}개 중 {n}번째를 첫 요청 {ms}ms 뒤에 다시 보냈을 때:',
   'step.15.part.otherPod': '같은 데이터베이스를 쓰는 두 번째 서버 B에서, 첫 키 없는 요청 {ms}ms 뒤에:',
   'step.15.what.first': '첫 키 없는 요청',
-  'step.15.what.variantUser': '금액이 같은 사용자 {user}({other}가 아님)의 키 없는 요청',
+  'step.15.what.variantUser': '금액이 같은 사용자 {user}(사용자 {other} 아님)의 키 없는 요청',
   'step.15.firstMarked': '{what}에 대한 응답이 Idempotency-Replayed: true라고 했지만, 이는 재생이 아니라 새 결제입니다.',
   'step.15.firstMarked.why': '이 헤더는 클라이언트에게 새로 일어난 일이 없다고 알립니다. 새 결제에 붙이면 정반대를 말하게 되고, 이를 믿는 클라이언트는 돈이 전에 나갔거나 아예 나가지 않았다고 여길 수 있습니다.',
   'step.15.part.afterWindowRetry': '창이 지난 뒤의 결제를 바로 다시 보냈을 때:',

@@ -245,11 +245,12 @@ function joinedBodies(ctx: LiveContext): [{ user: string; amount: number }, { us
  * (both new payments, within the keyless one's window); another amount, another user's
  * same amount; a client's key that is a body's fingerprint before a keyless request of
  * it; two bodies that read alike joined; an empty key (400) and, on C (without the
- * variable), a keyless request (400).
+ * variable), a keyless request (400). The first user in capitals and with a space after it
+ * are put in `variants`, to be sent once the timed requests are over.
  * @returns the answers that are payments, every one of its own: none may answer the step's body after the window
  * @throws CheckFailed naming the first broken rule
  */
-async function apartChecks(ctx: LiveContext, a: ServerInstance, startedC: Promise<ServerInstance>, first: Exchange): Promise<Exchange[]> {
+async function apartChecks(ctx: LiveContext, a: ServerInstance, startedC: Promise<ServerInstance>, first: Exchange, variants: Array<{ body: { user: string; amount: number }; what: string }>): Promise<Exchange[]> {
   const ours = [first];
   const pay = async (req: { key?: string; body: { user: string; amount: number } }, what: string, earlier = ours) => {
     const exchange = await ctx.pay(a, req);
@@ -266,10 +267,6 @@ async function apartChecks(ctx: LiveContext, a: ServerInstance, startedC: Promis
   await pay({ key: fingerprint, body }, t('step.15.what.fingerprintKey', { key: fingerprint.slice(0, 12) }));
   await pay({ body: { user: body.user, amount: ctx.data.amount() } }, t('step.15.what.otherBody'));
   await pay({ body: { user: ctx.data.user(), amount: body.amount } }, t('step.15.what.otherUser'));
-  // The same user in capitals and with a space after it: other users, compared as sent.
-  for (const user of [body.user.toUpperCase(), `${body.user} `]) {
-    await pay({ body: { user, amount: body.amount } }, t('step.15.what.variantUser', { user: JSON.stringify(user), other: JSON.stringify(body.user) }));
-  }
   const other = ctx.data.payment();
   const otherFingerprint = labFingerprint(other);
   const keyedFirst = await pay({ key: otherFingerprint, body: other }, t('step.15.what.fingerprintKey', { key: otherFingerprint.slice(0, 12) }));
@@ -279,6 +276,9 @@ async function apartChecks(ctx: LiveContext, a: ServerInstance, startedC: Promis
   const paidOne = await pay({ body: one }, t('step.15.what.userAmount', { user: one.user, amount: one.amount }), []);
   await pay({ body: two }, t('step.15.what.joined', { user: two.user, amount: two.amount, other: one.user, otherAmount: one.amount }), [paidOne]);
 
+  // The same user in capitals and with a space after it, sent after the timed window (so
+  // that they do not slow its requests): other users, compared as sent.
+  variants.push(...[body.user.toUpperCase(), `${body.user} `].map((user) => ({ body: { user, amount: body.amount }, what: t('step.15.what.variantUser', { user: JSON.stringify(user), other: JSON.stringify(body.user) }) })));
   const empty = ctx.data.payment();
   const refusedEmpty = await ctx.pay(a, { key: '', body: empty });
   expectStatus(refusedEmpty, 400, t('step.15.empty'), t('step.15.empty.why'));
@@ -383,7 +383,8 @@ export const step: Step = {
       const { exchange: first } = await pairs[0].first;
       expectStatus(first, 201, t('step.15.first'), t('step.15.first.why'));
       paymentOf(first);
-      const apart = kept(apartChecks(ctx, a, startedC, first));
+      const variants: Array<{ body: { user: string; amount: number }; what: string }> = [];
+      const apart = kept(apartChecks(ctx, a, startedC, first, variants));
 
       // Each retry is judged as soon as it is answered (the statement read then, before a
       // later request of the same body can charge), and its verdict given in this order:
@@ -416,6 +417,13 @@ export const step: Step = {
       const ours = await apart;
       for (let i = 1; i < SPREAD_BODIES; i++) await given(pairVerdicts[i]);
       await given(verdictOnB);
+      // The variant users apartChecks left for after the window: new payments of their own.
+      for (const variant of variants) {
+        const exchange = await ctx.pay(a, { body: variant.body });
+        expectNew(exchange, ours, variant.what);
+        expectUnmarked(exchange, variant.what);
+        ours.push(exchange);
+      }
 
       // After the window (counted from the first request, not from its last replay): the same body is a new payment.
       const { charged, exchange: later, chargedThen, retry: laterRetry } = await afterWindow;
