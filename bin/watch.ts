@@ -94,7 +94,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     } else if (result.status === 'pass') {
       const next = nextStepToDo(workspace, step);
       if (!next) {
-        out.log(c.green(`\n${t('watch.done', { total: STEPS.length })}`));
+        // The summary's heading says the lab is done; no second line says it again.
         out.log(`\n${labSummary(workspace, c)}`);
         finish(0);
         return;

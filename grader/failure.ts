@@ -59,9 +59,14 @@ export class SetupError extends Error {
   }
 }
 
+/** Full-width punctuation at the end of a text (U+3000–U+303F, U+FF00–U+FFEF): no space follows it. */
+const FULL_WIDTH_END = /[\u3000-\u303f\uff00-\uffef]$/;
+
 /**
  * Runs one part of a check and names it in its failure (`After a restart: ...`), so the
  * learner knows which promise broke; a failure already named so is passed on as it is.
+ * A name ending in full-width punctuation (Chinese `重启之后：`) is joined without a space,
+ * as Chinese writes it.
  * @returns what the part returns
  * @throws CheckFailed with the part's name before the message; any other error as it is
  */
@@ -70,6 +75,6 @@ export async function inPart<T>(name: string, run: () => Promise<T>): Promise<T>
     return await run();
   } catch (err) {
     if (!(err instanceof CheckFailed) || err.message.startsWith(name)) throw err;
-    throw new CheckFailed(`${name} ${err.message}`, err.why, err.evidence);
+    throw new CheckFailed(`${name}${FULL_WIDTH_END.test(name) ? '' : ' '}${err.message}`, err.why, err.evidence);
   }
 }

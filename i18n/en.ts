@@ -330,7 +330,6 @@ export const en = {
   'watch.saved': 'Saved: {files}',
   'watch.serverNotRunning': 'Your payment server is not running (idem-lab start starts it); the check starts its own.',
   'watch.checking': 'Checking {id} {slug} …',
-  'watch.done': 'All {total} steps pass: every retry is charged once. Well done.',
   'watch.next': 'Next: {id} {slug}',
   'watch.nextHow': 'idem-lab show {id} reads it; save {files} to check it.',
   'watch.or': ' or ',

@@ -314,7 +314,6 @@ export const ko: Record<MessageKey, string> = {
   'watch.saved': '저장됨: {files}',
   'watch.serverNotRunning': '결제 서버가 실행 중이 아닙니다(idem-lab start로 시작). 채점은 자체 서버를 띄워서 합니다.',
   'watch.checking': '{id} {slug} 채점 중 …',
-  'watch.done': '{total}개 단계를 모두 통과했습니다. 이제 어떤 재시도도 한 번만 결제됩니다. 수고했어요.',
   'watch.next': '다음: {id} {slug}',
   'watch.nextHow': 'idem-lab show {id} 명령으로 읽어 보고, 다음 파일을 저장하면 채점합니다: {files}.',
   'watch.or': ' 또는 ',

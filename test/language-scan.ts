@@ -86,3 +86,48 @@ export function variableParticles(message: string): string[] {
 export function spaceAfterFullStop(text: string): string[] {
   return [...text.matchAll(/[。！？：；，] +\S/g)].map((m) => m[0]);
 }
+
+/** Chinese characters and full-width punctuation. */
+const CJK = /[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]/;
+
+/**
+ * Quotes that break a language's convention. Chinese quotes words with “…” and keeps
+ * ASCII "…" for code, commands and JSON: ASCII quotes around Chinese text, a placeholder
+ * quoted as a word with ASCII quotes (not a JSON key or value beside a colon), and “…”
+ * around a bare ASCII name (a JSON field, which is code) are all wrong. Korean quotes with
+ * ASCII "…" throughout: any curly quote is wrong. Code in backticks is not looked at.
+ * @returns each wrongly quoted span, as written
+ */
+export function quoteProblems(lang: 'ko' | 'zh', text: string): string[] {
+  const outsideCode = text.split('`').filter((_, i) => i % 2 === 0).join(' ` ');
+  if (lang === 'ko') return [...outsideCode.matchAll(/[“”‘’]/g)].map((m) => m[0]);
+  const found: string[] = [];
+  for (const m of outsideCode.matchAll(/"([^"\n]*)"/g)) {
+    const before = outsideCode.slice(0, m.index).trimEnd();
+    const after = outsideCode.slice(m.index + m[0].length).trimStart();
+    const json = before.endsWith(':') || after.startsWith(':');
+    if (CJK.test(m[1]) || (/^\{\w+\}$/.test(m[1]) && !json)) found.push(m[0]);
+  }
+  for (const m of outsideCode.matchAll(/'\{\w+\}'|“[A-Za-z_][\w-]*”/g)) found.push(m[0]);
+  return found;
+}
+
+/**
+ * Lines of a Markdown text that break a paragraph: a prose line followed by another prose
+ * line of the same paragraph (not a heading, list item, table row, code fence or blank).
+ * Markdown joins them with a space, which Chinese does not write, and a sentence cut in
+ * two is hard to edit in any language; each paragraph is one line.
+ * @returns the first 40 characters of each line followed by a continuation, with its line number
+ */
+export function brokenParagraphs(markdown: string): string[] {
+  const lines = markdown.split('\n');
+  const block = /^\s*(?:#|\||```|[-*+] |\d+[.)] |$)/;
+  const found: string[] = [];
+  let fence = false;
+  for (let i = 0; i + 1 < lines.length; i++) {
+    if (lines[i].trimStart().startsWith('```')) fence = !fence;
+    if (fence || (block.test(lines[i]) && !/^\s*(?:[-*+] |\d+[.)] )/.test(lines[i]))) continue;
+    if (!block.test(lines[i + 1])) found.push(`${i + 1}: ${lines[i].slice(0, 40)}`);
+  }
+  return found;
+}

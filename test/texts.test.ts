@@ -8,9 +8,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CATALOGS } from '../i18n/index.js';
 import { freePort } from '../grader/server.js';
-import { englishSentences, particleTemplates, spaceAfterFullStop, variableParticles } from './language-scan.js';
+import { brokenParagraphs, englishSentences, particleTemplates, quoteProblems, spaceAfterFullStop, variableParticles } from './language-scan.js';
+import { CheckFailed, inPart } from '../grader/failure.js';
+import { formatResult } from '../grader/reporters/human.js';
+import { CATALOGS, language, setLanguage, t, type MessageKey } from '../i18n/index.js';
+import { LAB_DIR } from '../lab/paths.js';
+import { Chalk } from 'chalk';
 import { CLI, fixtureWorkspace, runCli, serversUnder, stopRecorded, tempDir } from './support.js';
 import { execa } from 'execa';
 
@@ -23,6 +27,11 @@ test('the scanners find what they look for, and pass names, flags and lists', ()
   assert.deepEqual(particleTemplates('{files}을(를) 놓았습니다. {using}(으)로'), ['을(를)', '(으)']);
   assert.deepEqual(variableParticles('"{step}"라는 단계, {file}을 읽고, {n}개 단계, {id}단계, 응답(HTTP {first})을 받고'), ['{step}"라는', '{file}을']);
   assert.deepEqual(spaceAfterFullStop('共 1 步，通过 0 步。 待完成'), ['。 待']);
+  assert.deepEqual(spaceAfterFullStop('重启之后： 响应'), ['： 响'], 'a full-width colon followed by a space');
+  assert.deepEqual(quoteProblems('zh', '没有"{step}"这一步，"先查再插"，\'{command}\'，“server” 必须'), ['"{step}"', '"先查再插"', "'{command}'", '“server”']);
+  assert.deepEqual(quoteProblems('zh', '“先查再插”，“{value}”，"status": "{status}"，{"07": "hidden"}，"race" 这一行，`"不看"`'), []);
+  assert.deepEqual(quoteProblems('ko', '“재시도”와 "재시도"'), ['“', '”']);
+  assert.deepEqual(brokenParagraphs('# 标题\n\n第一句在这里\n断开了。\n\n- 列表\n  接着\n\n```sh\necho a\necho b\n```\n| a |\n| b |\n'), ['3: 第一句在这里', '6: - 列表']);
 });
 
 for (const lang of ['ko', 'zh'] as const) {
@@ -33,10 +42,51 @@ for (const lang of ['ko', 'zh'] as const) {
       for (const s of particleTemplates(message)) problems.push(`${key}: particle template ${s}`);
       if (lang === 'ko') for (const s of variableParticles(message)) problems.push(`${key}: particle after a placeholder ${s}`);
       if (lang === 'zh') for (const s of spaceAfterFullStop(message)) problems.push(`${key}: space after "${s}"`);
+      for (const s of quoteProblems(lang, message)) problems.push(`${key}: quoted ${s}`);
+    }
+    assert.deepEqual(problems, []);
+  });
+
+  test(`the ${lang} sheets: quotes as ${lang} writes them, no paragraph broken across lines`, () => {
+    const problems: string[] = [];
+    for (const name of ['LAB', 'ADVANCED']) {
+      const sheet = fs.readFileSync(path.join(LAB_DIR, `${name}.${lang}.md`), 'utf8');
+      const prose = sheet.replace(/^```[\s\S]*?^```$/gm, '');
+      for (const s of quoteProblems(lang, prose)) problems.push(`${name}.${lang}.md: quoted ${s}`);
+      if (lang === 'zh') for (const s of spaceAfterFullStop(prose)) problems.push(`${name}.${lang}.md: space after "${s}"`);
+      for (const s of brokenParagraphs(sheet)) problems.push(`${name}.${lang}.md line ${s}`);
     }
     assert.deepEqual(problems, []);
   });
 }
+
+test('a failing Chinese verdict, named by its part, reads without a space after the part\'s full-width colon', async () => {
+  const was = language();
+  setLanguage('zh');
+  try {
+    const parts = Object.keys(CATALOGS.zh).filter((key) => /\.part\./.test(key)) as MessageKey[];
+    assert.ok(parts.length >= 10, `parts found: ${parts.join(', ')}`);
+    const problems: string[] = [];
+    for (const key of parts) {
+      const failed = (async () => {
+        await inPart(t(key, { ms: 300, lock: 1, n: 1, count: 3 }), async () => {
+          throw new CheckFailed(t('check.noAnswer', { request: 'POST /pay', error: '连接被拒绝' }), t('check.noPayment.why'));
+        });
+      })();
+      const err = (await failed.then(() => undefined, (e: unknown) => e)) as CheckFailed;
+      assert.ok(err instanceof CheckFailed, key);
+      const report = formatResult(
+        { id: '06', slug: 'persist', title: '持久化', status: 'fail', message: err.message, why: err.why, details: [], warnings: [], exchanges: [], ms: 5 } as Parameters<typeof formatResult>[0],
+        new Chalk({ level: 0 }),
+      );
+      assert.ok(report.includes(t(key, { ms: 300, lock: 1, n: 1, count: 3 }).slice(0, -1)), `${key}: its part is named`);
+      for (const s of spaceAfterFullStop(report)) problems.push(`${key}: space after "${s}"`);
+    }
+    assert.deepEqual(problems, []);
+  } finally {
+    setLanguage(was);
+  }
+});
 
 /** Everything a learner can type, as argument lists; run in a workspace whose server is started. */
 function commandLines(port: number): string[][] {
