@@ -195,7 +195,13 @@ test('Exercism: run.sh <slug> <in> <out> writes results.json and exits 0, also f
     if (results.tests.length > 0) {
       assert.ok(validResults(results), ajv.errorsText(validResults.errors));
       assert.match(results.message, /--time-limit 14 s/, `cut off by its own limit (took ${seconds.toFixed(1)} s)`);
-      assert.deepEqual(results.tests.map((t: { status: string }) => t.status), ['pass', 'error', 'error', 'error', 'error', 'error', 'pass', 'pass'], 'the file steps still graded');
+      const statuses = results.tests.map((t: { status: string }) => t.status);
+      // The live steps 02-06 hang on /pay: each fails on its request time limit (8 s) or is
+      // cut off by the 14 s limit (error), whichever comes first on this machine; the file
+      // steps are still graded.
+      assert.deepEqual([statuses[0], statuses[6], statuses[7]], ['pass', 'pass', 'pass'], 'the file steps still graded');
+      assert.ok(statuses.slice(1, 6).every((s: string) => s === 'fail' || s === 'error'), `02-06 fail or are cut off: ${statuses.join(' ')}`);
+      assert.ok(statuses.slice(1, 6).includes('error'), `the time limit cut some live step off: ${statuses.join(' ')}`);
     } else {
       // A machine so loaded that idem-lab did not even finish stopping: run.sh's own result.
       assert.match(results.message, /could not grade this solution in time \(idempotency\)/, `took ${seconds.toFixed(1)} s`);

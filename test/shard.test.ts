@@ -144,7 +144,8 @@ test('the cohort workflow, its shell steps run locally: two shards on the matrix
   const npm = npmStandIn(path.join(scratch.dir, 'runner-tools'), path.join(PACKAGE_ROOT, 'node_modules'));
   const artifacts = path.join(scratch.dir, 'artifacts');
   fs.mkdirSync(artifacts);
-  const expressions = { 'secrets.IDEM_LAB_TOKEN': 'not-a-real-token', 'github.server_url': `file://${remotes}` };
+  // A run without inputs (a push or a schedule): no due date, every student, a new gradebook.
+  const expressions = { 'secrets.IDEM_LAB_TOKEN': 'not-a-real-token', 'github.server_url': `file://${remotes}`, 'inputs.before': '', 'inputs.student': '', 'inputs.gradebook-run': '' };
   for (const shard of [1, 2]) {
     checkout();
     const runs = await runJob(workflow, 'grade', { workspace: work, path: npm.path, expressions: { ...expressions, 'matrix.shard': String(shard) }, env: { IDEM_LAB_START_TIMEOUT_MS: '4000' } });
