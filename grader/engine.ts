@@ -254,7 +254,9 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
   } finally {
     signal?.removeEventListener('abort', onAbort);
     if (ctx) {
-      await ctx.stopAll();
+      // abort, not stopAll: a server of this check still starting (a start the check did
+      // not wait for, once a part failed) is stopped as soon as it is up, not left running.
+      await ctx.abort('the check is over');
       result.warnings.push(...ctx.warnings);
       for (const left of ctx.leftRunning()) result.warnings.push(t('check.leftRunning', left));
     }
