@@ -304,7 +304,8 @@ export class LiveContext {
     this.servers.push(instance);
     this.databaseOf.set(instance, database);
     if (this.stoppedFor !== undefined) {
-      await instance.stop();
+      // Up after the check was over: stopped with everything it holds (its gate, the disk watcher).
+      await this.stopAll();
       throw new Error(`grading was stopped: ${this.stoppedFor}`);
     }
     return instance;
