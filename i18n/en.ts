@@ -419,7 +419,7 @@ export const en = {
   'step.05.heldEarly': '{name}: while the first charge was held, {count} request(s) with its key were answered {status} (after {ms} ms); while the first is in flight the only answer is 409, or waiting for its response.',
   'step.05.heldEarly201.why': 'A 201 before the charge has ended is a payment reported done that may still fail: answer a duplicate only with the stored response.',
   'step.05.heldConflict': '{name}: a request with the held payment\'s key and another amount got {status}; it must be refused with 422 (or told to wait with 409).',
-  'step.05.heldWaiters': '{name}: once the grader let the charge go, the {count} requests still waiting must each get the first response (201, the same payment); one got {status}.',
+  'step.05.heldWaiters': '{name}: once the grader let the charge go, the {count} requests still waiting must each get the first response (201, the same payment) or 409 while it is still being written; one got {status}.',
   'step.05.latencyRound': 'The slow-database round ({ms} ms per statement)',
   'step.05.othersFailed': '{count} payments with keys of their own, sent at the same moment as a slow payment, must each succeed (201); one got {status} after {ms} ms.',
   'step.05.othersFailed.why': 'Payments with different keys have nothing to wait for: only requests with one key must be one payment.',

@@ -401,7 +401,7 @@ export const ko: Record<MessageKey, string> = {
   'step.05.heldEarly': '{name}: 첫 결제가 붙잡혀 있는 동안 그 키의 요청 {count}개가 {status} 응답을 받았습니다({ms} ms 후). 첫 요청이 처리 중일 때 답은 409이거나 그 응답을 기다리는 것뿐입니다.',
   'step.05.heldEarly201.why': '결제가 끝나기 전의 201은 아직 실패할 수 있는 결제를 끝났다고 알리는 것입니다. 중복 요청에는 저장된 응답으로만 답하세요.',
   'step.05.heldConflict': '{name}: 붙잡힌 결제의 키에 다른 금액을 실은 요청의 응답이 {status}였습니다. 422로 거절하거나 409로 기다리게 해야 합니다.',
-  'step.05.heldWaiters': '{name}: 채점기가 결제를 놓아준 뒤 아직 기다리던 요청 {count}개는 모두 첫 응답(같은 결제의 201)을 받아야 합니다. 하나의 응답은 {status}였습니다.',
+  'step.05.heldWaiters': '{name}: 채점기가 결제를 놓아준 뒤 아직 기다리던 요청 {count}개는 모두 첫 응답(같은 결제의 201)을 받거나, 아직 기록 중이면 409를 받아야 합니다. 하나의 응답은 {status}였습니다.',
   'step.05.latencyRound': '데이터베이스가 느린 회차(문장당 {ms} ms)',
   'step.05.othersFailed': '느린 결제와 같은 순간에 보낸, 저마다 다른 키의 결제 {count}건은 모두 성공(201)해야 합니다. 그중 하나의 결과가 {status}였습니다({ms} ms 뒤).',
   'step.05.othersFailed.why': '키가 다른 결제끼리는 서로 기다릴 이유가 없습니다. 한 결제가 되어야 하는 것은 같은 키의 요청뿐입니다.',

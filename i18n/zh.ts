@@ -401,7 +401,7 @@ export const zh: Record<MessageKey, string> = {
   'step.05.heldEarly': '{name}：第一笔扣款被扣住期间，该键的 {count} 个请求得到了 {status}（{ms} 毫秒后）；第一个请求仍在处理时，唯一的回答是 409，或者等待它的响应。',
   'step.05.heldEarly201.why': '扣款结束前的 201 是把可能仍会失败的支付报成已完成：对重复请求只能用保存的响应来回答。',
   'step.05.heldConflict': '{name}：用被扣住支付的键、换了金额的请求得到 {status}；应当以 422 拒绝（或以 409 让它等待）。',
-  'step.05.heldWaiters': '{name}：评分器放行扣款后，仍在等待的 {count} 个请求都应得到第一次的响应（同一笔支付的 201）；有一个得到了 {status}。',
+  'step.05.heldWaiters': '{name}：评分器放行扣款后，仍在等待的 {count} 个请求都应得到第一次的响应（同一笔支付的 201），或在它仍在写入时得到 409；有一个得到了 {status}。',
   'step.05.latencyRound': '数据库很慢的一轮（每条语句 {ms} 毫秒）',
   'step.05.othersFailed': '与一笔慢支付同时发送的 {count} 笔各自带键的支付都必须成功（201）；其中一笔在 {ms} 毫秒后得到了 {status}。',
   'step.05.othersFailed.why': '不同键的支付之间没有什么需要等的：只有同一个键的请求才必须是一笔支付。',

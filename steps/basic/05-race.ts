@@ -291,7 +291,10 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
   }
   const late = sent.filter((s) => s.req === raced && !s.whileHeld).map((s) => s.got!);
   const firsts = late.filter((e) => e.status === 201);
-  const wrong = late.filter((e) => e.status !== 201 || !isDeepStrictEqual(responseJson(e), responseJson(firsts[0])));
+  // A 409 is a right answer too: a waiter that looked while the first request was still
+  // writing its answer (just after the charge was let go) is told to retry (ok-409-in-flight,
+  // ok-begin-immediate in a sandbox).
+  const wrong = late.filter((e) => e.status !== 409 && (e.status !== 201 || !isDeepStrictEqual(responseJson(e), responseJson(firsts[0]))));
   if (firsts.length === 0 || wrong.length > 0) {
     const e = wrong[0] ?? late[0];
     throw new CheckFailed(t('step.05.heldWaiters', { name, count: late.length, status: String(e?.status ?? e?.error) }), t('check.race.broken.why'), { exchanges: wrong.length > 0 ? wrong : late });
