@@ -97,8 +97,11 @@ test('idem-lab grade --jobs 2: the same verdicts as one at a time; broken reposi
   assert.match(byName('pay-hangs').first_failure, /^The server answered no request in time \(it hangs\).*got no answer: no answer within 3000 ms/);
   assert.match(byName('no-server').first_failure, /there is no server\.py/);
   for (const name of BROKEN) assert.deepEqual([byName(name).steps['01'].status, byName(name).steps['07'].status], ['pass', 'pass'], `${name}: file steps still graded`);
-  assert.ok(byName('never-listens').ms < 8000, `a server that never listens costs the start limit about once (${byName('never-listens').ms} ms)`);
-  assert.ok(byName('pay-hangs').ms < 15_000, `a hanging server costs a few request time limits (${byName('pay-hangs').ms} ms)`);
+  // Bounds against a hang, not speed checks (the machine may be loaded): a server that never
+  // listens costs the start limit (2 s) a few times, not the workspace's time limit; a
+  // hanging server costs a few request limits (3 s) and the held round's bounds (8 s).
+  assert.ok(byName('never-listens').ms < 30_000, `a server that never listens costs the start limit a few times (${byName('never-listens').ms} ms)`);
+  assert.ok(byName('pay-hangs').ms < 60_000, `a hanging server costs a few request time limits (${byName('pay-hangs').ms} ms)`);
 
   const csv = parse(fs.readFileSync(path.join(out, 'grades.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
   assert.deepEqual(Object.keys(csv[0]), ['student', 'path', 'status', 'required_passed', ...STEPS.map((s) => `${s.id}-${s.slug}`), 'score', 'max_score', 'first_failure', 'sandbox']);
