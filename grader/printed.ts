@@ -25,7 +25,7 @@ export class PrintedTail {
   private chars = 0;
   private readonly partial = new Map<object, PrintedLine>();
 
-  /** @param maxChars how many characters of whole lines to keep (at least the last line is kept) */
+  /** @param maxChars how many characters of lines to keep (at least the last line is kept, itself cut to its last maxChars characters) */
   constructor(private readonly maxChars: number) {}
 
   /** Adds what `stream` delivered (a UTF-8 decoded chunk, any length, possibly ending mid-line). */
@@ -35,6 +35,9 @@ export class PrintedTail {
     for (let i = 0; i < pieces.length; i++) {
       if (open) open.text += pieces[i];
       else if (pieces[i] !== '' || i < pieces.length - 1) open = { seq: ++printedSoFar, text: pieces[i] };
+      // A line is kept to its last maxChars characters: a server printing without end and
+      // without a newline never makes the grader hold more than that.
+      if (open && open.text.length > this.maxChars) open.text = open.text.slice(-this.maxChars);
       if (i < pieces.length - 1 && open) {
         this.kept.push(open);
         this.chars += open.text.length + 1;

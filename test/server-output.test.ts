@@ -113,6 +113,16 @@ test('two servers printing at once: every line says which server printed it, lin
   }
 });
 
+test('a server printing without end and without a newline makes the tail hold no more than its bound', () => {
+  const tail = new PrintedTail(100);
+  const out = {};
+  for (let i = 0; i < 1000; i++) tail.add(out, 'x'.repeat(10_000));
+  const held = tail.lines().reduce((n, l) => n + l.text.length, 0);
+  assert.ok(held <= 100, `the unfinished line is cut to the bound (${held} characters held)`);
+  tail.add(out, 'end\n' + 'y'.repeat(10_000) + '\n');
+  assert.ok(tail.lines().every((l) => l.text.length <= 100), 'every kept line is within the bound');
+});
+
 test('a line a stream delivers in pieces stays one line; stdout and stderr never share one; the tail keeps whole lines', () => {
   const tail = new PrintedTail(30);
   const out = {};
