@@ -268,7 +268,7 @@ export class LiveContext {
     this.watchWrites();
     const image = this.ensureImage();
     // The grader's hand on this instance's provider (gate.ts): closed with the check.
-    const gate = await openGate();
+    const gate = await openGate(sandboxOwner(this.command?.sandbox, this.workspace));
     this.openGates.push(gate);
     const instance = await startServer({
       workspace: cwd,

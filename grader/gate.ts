@@ -232,11 +232,16 @@ export class ProviderGate {
 /**
  * Opens a gate: a new folder of the grader's own under the system's temporary folder (/tmp when that one's path is too long for a socket)
  * (mkdtemp, then mode 0711 and checked to be a real folder owned by this process's uid,
- * never followed through a link) holding the socket `provider.sock` (mode 0666).
+ * never followed through a link) holding the socket `provider.sock`, mode 0600: only the
+ * server's own user can connect to it. As root the server runs as the check's own user
+ * (sandbox.ts sandboxOwner), given as `owner`: the socket is that user's; otherwise the
+ * server runs as the grader's uid, which owns it. No other local user can hold a charge
+ * open or report one.
+ * @param owner the uid and gid the check's servers run as, when not the grader's own
  * @returns the gate, listening
  * @throws Error when the folder or the socket cannot be made
  */
-export async function openGate(): Promise<ProviderGate> {
+export async function openGate(owner?: { uid: number; gid: number }): Promise<ProviderGate> {
   // A socket's path holds at most 107 bytes (sun_path): under a long TMPDIR, /tmp is used.
   const base = Buffer.byteLength(path.join(os.tmpdir(), 'idem-gate-XXXXXX', 'provider.sock')) < 100 ? os.tmpdir() : '/tmp';
   const dir = fs.mkdtempSync(path.join(base, 'idem-gate-'));
@@ -254,7 +259,8 @@ export async function openGate(): Promise<ProviderGate> {
     });
   });
   server.unref();
-  fs.chmodSync(socketPath, 0o666);
+  fs.chmodSync(socketPath, 0o600);
+  if (owner) fs.lchownSync(socketPath, owner.uid, owner.gid);
   return new ProviderGate(socketPath, server);
 }
 

@@ -509,3 +509,29 @@ test("as root, a committed server.py linked to /etc/shadow does not print it thr
     scratch.remove();
   }
 });
+
+test("the provider's gate admits the check's own server user only: another local user cannot hold or report a charge", async () => {
+  const { openGate } = await import('../grader/gate.js');
+  const owner = isRoot ? { uid: 61999, gid: 61999 } : undefined;
+  // The gate's folder under one the other users can pass through, as a sandbox's bound path is.
+  const base = tempDir('idem-lab-redteam-gate-');
+  fs.chmodSync(base.dir, 0o711);
+  const before = process.env.TMPDIR;
+  process.env.TMPDIR = base.dir;
+  const gate = await openGate(owner).finally(() => (process.env.TMPDIR = before));
+  try {
+    const stat = fs.lstatSync(gate.socketPath);
+    assert.ok(stat.isSocket());
+    assert.equal(stat.mode & 0o777, 0o600, 'the socket is 0600');
+    assert.equal(stat.uid, owner?.uid ?? process.getuid?.(), "the socket is the server user's");
+    if (!isRoot) return;
+    // Connect as the owner and as another user (nobody), each an unprivileged process.
+    const connectAs = (uid: number) =>
+      spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '/usr/bin/python3', '-c', `import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n  s.connect(${JSON.stringify(gate.socketPath)}); print('connected')\nexcept OSError as e:\n  print('refused', e.errno)`], { encoding: 'utf8', timeout: 10_000 }).stdout.trim();
+    assert.equal(connectAs(61999), 'connected', "the server's own user connects");
+    assert.match(connectAs(65534), /^refused 13$/, 'another user is refused (EACCES)');
+  } finally {
+    gate.close();
+    base.remove();
+  }
+});
