@@ -122,6 +122,33 @@ function within(inner: string, outer: string): boolean {
 }
 
 /**
+ * The installation an interpreter at `file` belongs to, to be bound back read-only when a
+ * mask hides it (e.g. pyenv's under /root): the folder above the `bin` folder that holds
+ * the real file (…/versions/3.12.1 for …/versions/3.12.1/bin/python3.12). Undefined when
+ * nothing is to be bound: the file is under no mask, is not a regular file in a folder
+ * named `bin`, or its installation would be a mask itself or a home folder (/root, /home/NAME,
+ * $HOME): a server command a student names, such as `/root/.ssh/id_ed25519` or
+ * `/home/grader/bin/x`, never exposes the grader's home to the sandbox.
+ */
+export function installationOf(file: string, masked: Iterable<string>): string | undefined {
+  const real = safeRealpath(file);
+  if (!real) return undefined;
+  const masks = [...masked];
+  if (!masks.some((m) => within(real, m))) return undefined;
+  let stat: fs.Stats;
+  try {
+    stat = fs.statSync(real);
+  } catch {
+    return undefined;
+  }
+  if (!stat.isFile() || path.basename(path.dirname(real)) !== 'bin') return undefined;
+  const install = path.dirname(path.dirname(real));
+  const homes = [os.homedir(), process.env.HOME ?? '', '/root'].filter(Boolean).map((h) => safeRealpath(h) ?? h);
+  if (install === '/' || masks.includes(install) || homes.includes(install) || path.dirname(install) === '/home') return undefined;
+  return install;
+}
+
+/**
  * The bwrap arguments for a server whose writable folder is `writable`, run in `cwd`,
  * executing `file` (an absolute interpreter path keeps working when it lives under a
  * hidden folder, e.g. pyenv's under $HOME: its installation is bound back read-only).
@@ -166,10 +193,8 @@ export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file:
     args.push('--ro-bind', real, real);
   };
   if (path.isAbsolute(file)) {
-    const real = safeRealpath(file) ?? file;
-    // bin/python3 -> the installation's root (two levels up), when a mask covers it.
-    const install = path.dirname(path.dirname(real));
-    if ([...masked].some((m) => within(real, m)) && install !== '/') bindBack(install);
+    const install = installationOf(file, masked);
+    if (install) bindBack(install);
   }
   for (const dir of readable) {
     const real = safeRealpath(dir);

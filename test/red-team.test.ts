@@ -7,7 +7,7 @@ import path from 'node:path';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { LiveContext } from '../grader/context.js';
 import { parseSeed } from '../grader/seed.js';
-import { bwrapArgs, bwrapPath, chooseSandbox, dropPrivileges, sandboxOwner, DEFAULT_SANDBOX_LIMITS } from '../grader/sandbox.js';
+import { bwrapArgs, bwrapPath, chooseSandbox, dropPrivileges, installationOf, sandboxOwner, DEFAULT_SANDBOX_LIMITS } from '../grader/sandbox.js';
 import { chownTree, renewFile } from '../grader/safe-copy.js';
 import { copyImage, WorkspaceTooLarge, DEFAULT_IMAGE_LIMITS } from '../grader/workspace-image.js';
 import { DEFAULT_DISK_BOUND } from '../grader/disk-bound.js';
@@ -533,5 +533,31 @@ test("the provider's gate admits the check's own server user only: another local
   } finally {
     gate.close();
     base.remove();
+  }
+});
+
+test("a server command naming a file in the grader's home binds no home back into the sandbox; an interpreter's installation still is", async () => {
+  const home = tempDir('idem-lab-redteam-home-');
+  try {
+    const put = (rel: string) => {
+      const file = path.join(home.dir, rel);
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, '#!/bin/sh\n', { mode: 0o755 });
+      return file;
+    };
+    const key = put('.ssh/id_ed25519');
+    const ownBin = put('bin/tool');
+    const python = put('.pyenv/versions/3.12.1/bin/python3.12');
+    const masks = [home.dir];
+    assert.equal(installationOf(key, masks), undefined, 'a key file is no interpreter: nothing bound back');
+    assert.equal(installationOf(ownBin, masks), undefined, 'an installation that is the home itself is not bound back');
+    assert.equal(installationOf(path.join(home.dir, 'missing/bin/x'), masks), undefined, 'a file that does not exist binds nothing');
+    assert.equal(installationOf(python, masks), path.join(home.dir, '.pyenv/versions/3.12.1'), "pyenv's installation is bound back");
+    assert.equal(installationOf('/usr/bin/env', masks), undefined, 'a file under no mask needs no bind');
+    const sandbox = { bwrap: 'bwrap', prlimit: 'prlimit', hide: masks, limits: DEFAULT_SANDBOX_LIMITS, network: 'private' as const };
+    const args = bwrapArgs(sandbox, path.join(home.dir, 'w'), path.join(home.dir, 'w'), key).join(' ');
+    assert.ok(!args.includes(`--ro-bind ${home.dir} ${home.dir}`), `the home is not bound back: ${args}`);
+  } finally {
+    home.remove();
   }
 });
