@@ -132,7 +132,9 @@ test('--timeout cuts off a workspace that takes too long: an error row, its serv
   assert.equal(hanging.status, 'error');
   assert.match(hanging.first_failure, /^Step 02 could not be graded\. Grading was stopped before this step finished: the workspace took longer than 2 s to grade, so it was cut off\.?$/);
   assert.deepEqual([hanging.steps['01'].status, hanging.steps['08'].status], ['pass', 'pass'], 'file steps are still graded');
-  assert.ok(hanging.ms < 5000, `cut off at about 2 s (${hanging.ms} ms), not after the 8 s request limit`);
+  // The message above is the evidence that --timeout cut it (not the 8 s request limit); the
+  // time it took is a bound against a hang only, loose for a loaded machine.
+  assert.ok(hanging.ms < 30_000, `cut off, not left hanging (${hanging.ms} ms)`);
   assert.ok((performance.now() - started) / 1000 < 60);
   assert.deepEqual(serversUnder(path.join(root.dir, 'pay-hangs')), []);
 });
