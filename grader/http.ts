@@ -144,6 +144,17 @@ function bodyText(body: unknown): string {
   return typeof body === 'string' ? body : JSON.stringify(body);
 }
 
+let requestCount = 0;
+
+/**
+ * How many requests this process has sent to servers so far (POST /pay and GET alike, the
+ * readiness polls of GET /health included): a figure for the benchmark (bench/bench.ts),
+ * which gives a stdlib oracle the same amount of work.
+ */
+export function requestsSent(): number {
+  return requestCount;
+}
+
 /**
  * Sends one request over an already open socket with undici and records the exchange
  * (the chaos run opens its sockets itself, to name each one's fate by its local port).
@@ -157,6 +168,7 @@ export async function sendOn(
   req: PayRequest | undefined,
   timeouts: Timeouts,
 ): Promise<Exchange> {
+  requestCount++;
   const requestBody = req ? bodyText(req.body) : '';
   const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody, ms: 0 };
   if (req?.key !== undefined) exchange.key = req.key;

@@ -135,13 +135,21 @@ const RELAY_PY = fileURLToPath(new URL('../../grader/relay.py', import.meta.url)
 /**
  * The relay command for a server run as `file`: relay.py under the server's own Python
  * interpreter (isolated, without site packages) when `file` is one, else relay.js under
- * this Node.js.
+ * this Node.js. A virtual environment's `python` (a link) counts by the interpreter it
+ * links to, which runs the relay: a venv's server starts as fast as a plain one's.
  */
 function relayCommand(file: string, asRoot = false): { command: string[]; folders: string[] } {
+  let real: string | undefined;
+  try {
+    real = path.isAbsolute(file) ? fs.realpathSync(file) : undefined;
+  } catch {
+    real = undefined;
+  }
+  const python = [file, real].find((f): f is string => f !== undefined && /^python3(\.\d+)?$/.test(path.basename(f)));
   // As root the relay runs before the server gives up root: only an interpreter root owns
   // (not one in a student's folder) may run it then.
-  if (/^python3(\.\d+)?$/.test(path.basename(file)) && fs.existsSync(RELAY_PY) && (!asRoot || ownedByRoot(file))) {
-    return { command: [file, '-I', '-S', RELAY_PY], folders: [path.dirname(RELAY_PY)] };
+  if (python && fs.existsSync(RELAY_PY) && (!asRoot || ownedByRoot(python))) {
+    return { command: [python, '-I', '-S', RELAY_PY], folders: [path.dirname(RELAY_PY)] };
   }
   return { command: [process.execPath, RELAY], folders: [path.dirname(path.dirname(process.execPath)), path.dirname(RELAY)] };
 }
@@ -469,6 +477,7 @@ export async function startServer(options: StartOptions): Promise<ServerInstance
       const instance = spawnServer(options, port, cwd);
       try {
         await waitReady(instance, options.readyTimeoutMs ?? readyTimeoutMs());
+        startCount++;
         return instance;
       } catch (err) {
         await instance.stop();
@@ -716,6 +725,13 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
 /** Stops every server this process started and has not stopped: on exit or on a signal. */
 export function killAllServersNow(): void {
   for (const instance of [...running]) instance.killNow();
+}
+
+let startCount = 0;
+
+/** How many servers this process has started and seen ready so far: a figure for the benchmark (bench/bench.ts). */
+export function serversStarted(): number {
+  return startCount;
 }
 
 /** How many servers this process started that are still not stopped (for tests). */
