@@ -5,6 +5,7 @@ import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, expectCharges, expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { checkTimeouts, responseJson } from '../../grader/http.js';
 import { LOCK_HOLD_MS, RACE_SIZE } from '../../grader/race.js';
+import { Inconclusive } from '../../grader/gate.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
@@ -75,21 +76,41 @@ function chargesOf(ctx: LiveContext, server: ServerInstance, body: { user: strin
   return (ctx.charges(server) ?? []).filter((c) => c.user === body.user && c.amount === body.amount).length;
 }
 
+/** How many times the timed round is made before a machine too slow to keep its times is reported (Inconclusive). */
+const TIMED_TRIES = 3;
+
 /**
  * A failure inside the window for which the window itself may be to blame is the
  * grader's, not the server's: when the provider's statement shows the body's first two
  * charges a whole window apart or more, a request meant to fall inside the window came
- * after it (the machine was too slow to tell), and an Error is returned (the step's verdict
- * is `error`). Two charges less than a window apart, or any other failure, are the
+ * after it (the machine was too slow to tell), and Inconclusive is returned: the timed
+ * round is made again with new bodies, up to TIMED_TRIES times, then the step's verdict is
+ * `error` ("too slow to judge"), never the learner's failure. Two charges less than a window apart, or any other failure, are the
  * server's: the failure is returned as it is. `from`: the charges before the window judged
  * (the payment after the first window is judged from its own charge on).
  */
 function judgedInWindow(ctx: LiveContext, server: ServerInstance, body: { user: string; amount: number }, err: unknown, from = 0): unknown {
   const at = (ctx.charges(server) ?? []).filter((c) => c.user === body.user && c.amount === body.amount).map((c) => Date.parse(c.at)).slice(from);
   if (err instanceof CheckFailed && at.length >= 2 && at[1] - at[0] >= WINDOW_S * 1000) {
-    return new Error(t('step.15.tooSlow', { window: WINDOW_S, ms: at[1] - at[0] }));
+    return new Inconclusive(t('step.15.tooSlow', { window: WINDOW_S, ms: at[1] - at[0] }));
   }
   return err;
+}
+
+/**
+ * Judges a request meant to fall inside the window by `judge`, unless the grader itself
+ * sent it late: `sinceFirstMs` (from the body's first request to this one's sending, ms)
+ * of a whole window or more means the machine was too slow to keep the round's times, and
+ * a failure is Inconclusive (the round is made again), never the server's.
+ * @throws what `judge` throws; Inconclusive in place of a CheckFailed when sent late
+ */
+function sentInWindow(sinceFirstMs: number, judge: () => void): void {
+  try {
+    judge();
+  } catch (err) {
+    if (err instanceof CheckFailed && sinceFirstMs >= WINDOW_S * 1000) throw new Inconclusive(t('step.15.sentLate', { window: WINDOW_S, ms: Math.round(sinceFirstMs) }));
+    throw err;
+  }
 }
 
 /**
@@ -352,87 +373,115 @@ export const step: Step = {
     kept(startedC);
     try {
       const [a, b] = await Promise.all([startedA, startedB]);
-      const body = ctx.data.payment();
-      const bodies = [body, ...Array.from({ length: SPREAD_BODIES - 1 }, () => ctx.data.payment())];
+      // The timed round, made again with new bodies when the machine was too slow to keep
+      // its times (judgedInWindow): a verdict on the server, never on the machine's load.
+      const timedRound = async (): Promise<void> => {
+        const body = ctx.data.payment();
+        const bodies = [body, ...Array.from({ length: SPREAD_BODIES - 1 }, () => ctx.data.payment())];
 
-      // The timed requests, from t0: each body's first request SPREAD_MS after the one
-      // before and its retry RETRY_AFTER_MS after that; the step's body again on B at
-      // OTHER_POD_AT_MS, and once more a window after its first answer.
-      const t0 = performance.now();
-      let firstAnswered = t0;
-      const pairs = bodies.map((each, i) => {
-        const firstAt = t0 + i * SPREAD_MS;
-        const first = payAt(ctx, a, each, firstAt).then((sent) => {
-          if (i === 0) firstAnswered = performance.now();
-          return sent;
+        // The timed requests, from t0: each body's first request SPREAD_MS after the one
+        // before and its retry RETRY_AFTER_MS after that; the step's body again on B at
+        // OTHER_POD_AT_MS, and once more a window after its first answer.
+        const t0 = performance.now();
+        let firstAnswered = t0;
+        const pairs = bodies.map((each, i) => {
+          const firstAt = t0 + i * SPREAD_MS;
+          const first = payAt(ctx, a, each, firstAt).then((sent) => {
+            if (i === 0) firstAnswered = performance.now();
+            return sent;
+          });
+          return { body: each, first, retry: payAt(ctx, a, each, firstAt + RETRY_AFTER_MS, first) };
         });
-        return { body: each, first, retry: payAt(ctx, a, each, firstAt + RETRY_AFTER_MS, first) };
-      });
-      const onB = payAt(ctx, b, body, t0 + OTHER_POD_AT_MS, pairs[0].first);
-      const afterWindow = (async () => {
-        await pairs[0].first;
-        await delay(Math.max(0, firstAnswered + WINDOW_S * 1000 + AFTER_WINDOW_MS - performance.now()));
-        const charged = chargesOf(ctx, a, body);
-        const exchange = await ctx.pay(a, { body });
-        const chargedThen = chargesOf(ctx, a, body);
-        // Its retry, at once: the new window dedupes as the first did.
-        return { charged, exchange, chargedThen, retry: await ctx.pay(a, { body }) };
-      })();
-      for (const p of [...pairs.flatMap((pair) => [pair.first, pair.retry]), onB, afterWindow] as Array<Promise<unknown>>) kept(p);
+        // On B after the first pair's retry is answered (and so judged, its statement read):
+        // a charge B makes is never counted against the pair on A.
+        const onB = payAt(ctx, b, body, t0 + OTHER_POD_AT_MS, pairs[0].retry);
+        // After the body's replays (the pair's retry, then B's): the times kept say whether a
+        // window renewed by each replay was still open when this payment was answered.
+        const afterWindow = (async () => {
+          await Promise.all([pairs[0].first, onB]);
+          await delay(Math.max(0, firstAnswered + WINDOW_S * 1000 + AFTER_WINDOW_MS - performance.now()));
+          const charged = chargesOf(ctx, a, body);
+          const sent = performance.now();
+          const exchange = await ctx.pay(a, { body });
+          const answered = performance.now();
+          const chargedThen = chargesOf(ctx, a, body);
+          // Its retry, at once: the new window dedupes as the first did.
+          const retrySent = performance.now();
+          return { charged, exchange, sent, answered, chargedThen, retrySent, retry: await ctx.pay(a, { body }) };
+        })();
+        for (const p of [...pairs.flatMap((pair) => [pair.first, pair.retry]), onB, afterWindow] as Array<Promise<unknown>>) kept(p);
 
-      const { exchange: first } = await pairs[0].first;
-      expectStatus(first, 201, t('step.15.first'), t('step.15.first.why'));
-      paymentOf(first);
-      const variants: Array<{ body: { user: string; amount: number }; what: string }> = [];
-      const apart = kept(apartChecks(ctx, a, startedC, first, variants));
+        const { exchange: first } = await pairs[0].first;
+        expectStatus(first, 201, t('step.15.first'), t('step.15.first.why'));
+        paymentOf(first);
+        const variants: Array<{ body: { user: string; amount: number }; what: string }> = [];
+        const apart = kept(apartChecks(ctx, a, startedC, first, variants));
 
-      // Each retry is judged as soon as it is answered (the statement read then, before a
-      // later request of the same body can charge), and its verdict given in this order:
-      // the step's body on A, the untimed checks, the other pairs, then B. Every pair comes
-      // before B: a clock bucket's edge parts one of the pairs, wherever it falls, and is named so.
-      const verdict = (part: string, judge: () => void): Promise<unknown> =>
-        inPart(part, async () => judge()).then(
-          () => undefined,
-          (err: unknown) => err,
+        // Each retry is judged as soon as it is answered (the statement read then, before a
+        // later request of the same body can charge), and its verdict given in this order:
+        // the step's body on A, the untimed checks, the other pairs, then B. Every pair comes
+        // before B: a clock bucket's edge parts one of the pairs, wherever it falls, and is named so.
+        const verdict = (part: string, judge: () => void): Promise<unknown> =>
+          inPart(part, async () => judge()).then(
+            () => undefined,
+            (err: unknown) => err,
+          );
+        const pairVerdicts = pairs.map((pair, i) =>
+          Promise.all([pair.first, pair.retry]).then(([{ exchange: firstOf, sent: firstSent }, { exchange: retry, sent }]) =>
+            verdict(t('step.15.part.pair', { n: i + 1, count: SPREAD_BODIES, ms: Math.round(sent - firstSent) }), () => {
+              expectStatus(firstOf, 201, t('step.15.first'), t('step.15.first.why'));
+              paymentOf(firstOf);
+              expectUnmarked(firstOf, t('step.15.what.first'));
+              sentInWindow(sent - firstSent, () => expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a));
+            }),
+          ),
         );
-      const pairVerdicts = pairs.map((pair, i) =>
-        Promise.all([pair.first, pair.retry]).then(([{ exchange: firstOf, sent: firstSent }, { exchange: retry, sent }]) =>
-          verdict(t('step.15.part.pair', { n: i + 1, count: SPREAD_BODIES, ms: Math.round(sent - firstSent) }), () => {
-            expectStatus(firstOf, 201, t('step.15.first'), t('step.15.first.why'));
-            paymentOf(firstOf);
-            expectUnmarked(firstOf, t('step.15.what.first'));
-            expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a);
-          }),
-        ),
-      );
-      const verdictOnB = onB.then(({ exchange: retryOnB, sent: sentOnB }) =>
-        verdict(t('step.15.part.otherPod', { ms: Math.round(sentOnB - t0) }), () => expectKeylessReplay(ctx, a, body, first, retryOnB, b)),
-      );
-      for (const p of [...pairVerdicts, verdictOnB]) kept(p);
-      const given = async (judged: Promise<unknown>) => {
-        const err = await judged;
-        if (err !== undefined) throw err;
-      };
-      await given(pairVerdicts[0]);
-      const ours = await apart;
-      for (let i = 1; i < SPREAD_BODIES; i++) await given(pairVerdicts[i]);
-      await given(verdictOnB);
-      // The variant users apartChecks left for after the window: new payments of their own.
-      for (const variant of variants) {
-        const exchange = await ctx.pay(a, { body: variant.body });
-        expectNew(exchange, ours, variant.what);
-        expectUnmarked(exchange, variant.what);
-        ours.push(exchange);
-      }
+        const verdictOnB = onB.then(({ exchange: retryOnB, sent: sentOnB }) =>
+          verdict(t('step.15.part.otherPod', { ms: Math.round(sentOnB - t0) }), () => sentInWindow(sentOnB - t0, () => expectKeylessReplay(ctx, a, body, first, retryOnB, b))),
+        );
+        for (const p of [...pairVerdicts, verdictOnB]) kept(p);
+        const given = async (judged: Promise<unknown>) => {
+          const err = await judged;
+          if (err !== undefined) throw err;
+        };
+        await given(pairVerdicts[0]);
+        const ours = await apart;
+        for (let i = 1; i < SPREAD_BODIES; i++) await given(pairVerdicts[i]);
+        await given(verdictOnB);
+        // The variant users apartChecks left for after the window: new payments of their own.
+        for (const variant of variants) {
+          const exchange = await ctx.pay(a, { body: variant.body });
+          expectNew(exchange, ours, variant.what);
+          expectUnmarked(exchange, variant.what);
+          ours.push(exchange);
+        }
 
-      // After the window (counted from the first request, not from its last replay): the same body is a new payment.
-      const { charged, exchange: later, chargedThen, retry: laterRetry } = await afterWindow;
-      expectNew(later, ours, t('step.15.what.afterWindow', { window: WINDOW_S }));
-      expectUnmarked(later, t('step.15.what.afterWindow', { window: WINDOW_S }));
-      if (chargedThen !== charged + 1) {
-        throw new CheckFailed(t('step.15.afterWindowCharge', { window: WINDOW_S }), t('step.15.afterWindow.why'), { exchanges: [first, later] });
+        // After the window (counted from the first request, not from its last replay): the same body is a new payment.
+        const { charged, exchange: later, sent: laterSent, answered: laterAnswered, chargedThen, retrySent, retry: laterRetry } = await afterWindow;
+        expectNew(later, ours, t('step.15.what.afterWindow', { window: WINDOW_S }));
+        expectUnmarked(later, t('step.15.what.afterWindow', { window: WINDOW_S }));
+        // A window that slides with every replay is told apart only when this payment was
+        // answered (so made) within a window of the body's last replay's sending (so before
+        // that replay was made + a window): else the machine was too slow, and the round is
+        // made again (a server that slides would have passed by the grader's lateness).
+        const lastReplaySent = Math.max((await pairs[0].retry).sent, (await onB).sent);
+        if (laterAnswered - lastReplaySent >= WINDOW_S * 1000) {
+          throw new Inconclusive(t('step.15.slideUntold', { window: WINDOW_S, ms: Math.round(laterAnswered - lastReplaySent) }));
+        }
+        if (chargedThen !== charged + 1) {
+          throw new CheckFailed(t('step.15.afterWindowCharge', { window: WINDOW_S }), t('step.15.afterWindow.why'), { exchanges: [first, later] });
+        }
+        await inPart(t('step.15.part.afterWindowRetry'), async () => sentInWindow(retrySent - laterSent, () => expectKeylessReplay(ctx, a, body, later, laterRetry, a, charged + 1, 2)));
+      };
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await timedRound();
+          break;
+        } catch (err) {
+          if (!(err instanceof Inconclusive) || attempt >= TIMED_TRIES) throw err;
+          await Promise.allSettled(pending);
+        }
       }
-      await inPart(t('step.15.part.afterWindowRetry'), async () => expectKeylessReplay(ctx, a, body, later, laterRetry, a, charged + 1, 2));
 
       // Every timed request is answered by now: the race holds the database's write lock alone.
       await Promise.allSettled(pending);
