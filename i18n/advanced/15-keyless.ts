@@ -45,7 +45,7 @@ export const en = {
   'step.15.afterWindowCharge': 'The same keyless body after the window of {window} s must be charged again: the provider\'s statement shows no new charge.',
   'step.15.afterWindow.why': 'Outside the window, the same body is a new order (the same coffee tomorrow): a window that never ends refuses real payments.',
   'step.15.slideUntold': 'The machine was too slow to judge: the payment after the window was answered {ms} ms after the last replay of its body was sent, so a window renewed by every replay could not be told from one of {window} s counted from the first request.',
-  'step.15.sentLate': 'The machine was too slow to judge: a request meant to fall inside the window of {window} s was sent {ms} ms after the first, past it.',
+  'step.15.sentLate': 'The machine was too slow to judge: a request meant to fall inside the window of {window} s was answered {ms} ms after the first was sent, so it may have come past it.',
   'step.15.tooSlow': 'The machine was too slow to judge: a request meant to fall inside the window of {window} s was charged {ms} ms after the first.',
   'step.15.pass': 'Keyless requests were deduplicated within the window of {window} s ({size} at once charged once), by user and body, apart from client keys; after the window the same body paid anew.',
 } as const;
@@ -97,7 +97,7 @@ export const ko: Record<keyof typeof en, string> = {
   'step.15.afterWindowCharge': '{window}초 창이 지난 뒤의 키 없는 같은 본문은 다시 결제돼야 하는데, 결제사 명세서에 새 결제가 없습니다.',
   'step.15.afterWindow.why': '창 밖에서는 같은 본문도 새 주문입니다(내일 또 사는 같은 커피). 끝나지 않는 창은 진짜 결제를 막습니다.',
   'step.15.slideUntold': '기계가 너무 느려 판단할 수 없었습니다. 창이 지난 뒤의 결제가 같은 본문의 마지막 재생 요청을 보낸 지 {ms}ms 뒤에 응답되어, 재생할 때마다 늘어나는 창과 첫 요청부터 세는 {window}초 창을 구별할 수 없었습니다.',
-  'step.15.sentLate': '기계가 너무 느려 판단할 수 없었습니다. {window}초 창 안에 보내야 할 요청이 첫 요청보다 {ms}ms 늦게, 창이 끝난 뒤에 보내졌습니다.',
+  'step.15.sentLate': '기계가 너무 느려 판단할 수 없었습니다. {window}초 창 안에 들어가야 할 요청이 첫 요청을 보낸 지 {ms}ms 뒤에 응답되어, 창이 끝난 뒤에 처리되었을 수 있습니다.',
   'step.15.tooSlow': '기계가 너무 느려 판단할 수 없었습니다. {window}초 창 안에 들어가야 할 요청이 첫 결제보다 {ms}ms 늦게 결제됐습니다.',
   'step.15.pass': '키 없는 요청이 {window}초 창 안에서 사용자와 본문으로, 클라이언트 키와 섞이지 않고 중복 제거됐습니다(동시에 {size}개를 보내도 결제는 한 번). 창이 지난 뒤 같은 본문은 새로 결제됐습니다.',
 };
@@ -149,7 +149,7 @@ export const zh: Record<keyof typeof en, string> = {
   'step.15.afterWindowCharge': '{window} 秒窗口过后，同样的无键请求体必须再次扣款：支付服务商的流水里没有新的扣款。',
   'step.15.afterWindow.why': '窗口之外，同样的请求体就是新订单（明天再买同一杯咖啡）：永不结束的窗口会挡住真实的支付。',
   'step.15.slideUntold': '机器太慢，无法判断：窗口之后的付款在同一请求体最后一次重放请求发出 {ms} 毫秒之后才得到应答，因此无法区分随每次重放而延长的窗口和从第一次请求算起的 {window} 秒窗口。',
-  'step.15.sentLate': '机器太慢，无法判断：本应在 {window} 秒窗口内发出的请求在第一次请求 {ms} 毫秒之后才发出，已过窗口。',
+  'step.15.sentLate': '机器太慢，无法判断：本应落在 {window} 秒窗口内的请求在第一次请求发出 {ms} 毫秒之后才得到应答，可能已在窗口之后处理。',
   'step.15.tooSlow': '机器太慢，无法判断：本应落在 {window} 秒窗口内的请求在第一次扣款 {ms} 毫秒之后才扣款。',
   'step.15.pass': '无键请求在 {window} 秒窗口内按用户和请求体去重，且与客户端键互不相混（同时发送 {size} 个也只扣款一次）；窗口过后同样的请求体重新支付。',
 };

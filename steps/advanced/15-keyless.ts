@@ -98,11 +98,14 @@ function judgedInWindow(ctx: LiveContext, server: ServerInstance, body: { user: 
 }
 
 /**
- * Judges a request meant to fall inside the window by `judge`, unless the grader itself
- * sent it late: `sinceFirstMs` (from the body's first request to this one's sending, ms)
- * of a whole window or more means the machine was too slow to keep the round's times, and
- * a failure is Inconclusive (the round is made again), never the server's.
- * @throws what `judge` throws; Inconclusive in place of a CheckFailed when sent late
+ * Judges a request meant to fall inside the window by `judge` only when it surely did:
+ * `sinceFirstMs` runs from the sending of the body's first request (no later than the
+ * server's start of the window, whatever moment of the first request it counts from) to
+ * the answer of this one (no earlier than the server handled it). Under a window, the
+ * server handled it inside its window by its own reckoning, and a failure is the server's;
+ * a window or more, and the machine may have been too slow to keep the round's times: a
+ * failure is Inconclusive (the round is made again), never the server's.
+ * @throws what `judge` throws; Inconclusive in place of a CheckFailed when answered late
  */
 function sentInWindow(sinceFirstMs: number, judge: () => void): void {
   try {
@@ -312,12 +315,13 @@ async function apartChecks(ctx: LiveContext, a: ServerInstance, startedC: Promis
   return ours;
 }
 
-/** A request sent no earlier than `at` (performance.now() time, ms) nor before `after` settles: the exchange and when it went. */
-async function payAt(ctx: LiveContext, server: ServerInstance, body: { user: string; amount: number }, at: number, after?: Promise<unknown>): Promise<{ exchange: Exchange; sent: number }> {
+/** A request sent no earlier than `at` (performance.now() time, ms) nor before `after` settles: the exchange, when it went and when its answer came (performance.now() times, ms). */
+async function payAt(ctx: LiveContext, server: ServerInstance, body: { user: string; amount: number }, at: number, after?: Promise<unknown>): Promise<{ exchange: Exchange; sent: number; answered: number }> {
   await after;
   await delay(Math.max(0, at - performance.now()));
   const sent = performance.now();
-  return { exchange: await ctx.pay(server, { body }), sent };
+  const exchange = await ctx.pay(server, { body });
+  return { exchange, sent, answered: performance.now() };
 }
 
 /**
@@ -406,8 +410,8 @@ export const step: Step = {
           const answered = performance.now();
           const chargedThen = chargesOf(ctx, a, body);
           // Its retry, at once: the new window dedupes as the first did.
-          const retrySent = performance.now();
-          return { charged, exchange, sent, answered, chargedThen, retrySent, retry: await ctx.pay(a, { body }) };
+          const retry = await ctx.pay(a, { body });
+          return { charged, exchange, sent, answered, chargedThen, retry, retryAnswered: performance.now() };
         })();
         for (const p of [...pairs.flatMap((pair) => [pair.first, pair.retry]), onB, afterWindow] as Array<Promise<unknown>>) kept(p);
 
@@ -427,17 +431,17 @@ export const step: Step = {
             (err: unknown) => err,
           );
         const pairVerdicts = pairs.map((pair, i) =>
-          Promise.all([pair.first, pair.retry]).then(([{ exchange: firstOf, sent: firstSent }, { exchange: retry, sent }]) =>
+          Promise.all([pair.first, pair.retry]).then(([{ exchange: firstOf, sent: firstSent }, { exchange: retry, sent, answered }]) =>
             verdict(t('step.15.part.pair', { n: i + 1, count: SPREAD_BODIES, ms: Math.round(sent - firstSent) }), () => {
               expectStatus(firstOf, 201, t('step.15.first'), t('step.15.first.why'));
               paymentOf(firstOf);
               expectUnmarked(firstOf, t('step.15.what.first'));
-              sentInWindow(sent - firstSent, () => expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a));
+              sentInWindow(answered - firstSent, () => expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a));
             }),
           ),
         );
-        const verdictOnB = onB.then(({ exchange: retryOnB, sent: sentOnB }) =>
-          verdict(t('step.15.part.otherPod', { ms: Math.round(sentOnB - t0) }), () => sentInWindow(sentOnB - t0, () => expectKeylessReplay(ctx, a, body, first, retryOnB, b))),
+        const verdictOnB = Promise.all([pairs[0].first, onB]).then(([{ sent: firstSent }, { exchange: retryOnB, sent: sentOnB, answered: answeredOnB }]) =>
+          verdict(t('step.15.part.otherPod', { ms: Math.round(sentOnB - t0) }), () => sentInWindow(answeredOnB - firstSent, () => expectKeylessReplay(ctx, a, body, first, retryOnB, b))),
         );
         for (const p of [...pairVerdicts, verdictOnB]) kept(p);
         const given = async (judged: Promise<unknown>) => {
@@ -457,7 +461,7 @@ export const step: Step = {
         }
 
         // After the window (counted from the first request, not from its last replay): the same body is a new payment.
-        const { charged, exchange: later, sent: laterSent, answered: laterAnswered, chargedThen, retrySent, retry: laterRetry } = await afterWindow;
+        const { charged, exchange: later, sent: laterSent, answered: laterAnswered, chargedThen, retry: laterRetry, retryAnswered } = await afterWindow;
         expectNew(later, ours, t('step.15.what.afterWindow', { window: WINDOW_S }));
         expectUnmarked(later, t('step.15.what.afterWindow', { window: WINDOW_S }));
         // A window that slides with every replay is told apart only when this payment was
@@ -471,7 +475,7 @@ export const step: Step = {
         if (chargedThen !== charged + 1) {
           throw new CheckFailed(t('step.15.afterWindowCharge', { window: WINDOW_S }), t('step.15.afterWindow.why'), { exchanges: [first, later] });
         }
-        await inPart(t('step.15.part.afterWindowRetry'), async () => sentInWindow(retrySent - laterSent, () => expectKeylessReplay(ctx, a, body, later, laterRetry, a, charged + 1, 2)));
+        await inPart(t('step.15.part.afterWindowRetry'), async () => sentInWindow(retryAnswered - laterSent, () => expectKeylessReplay(ctx, a, body, later, laterRetry, a, charged + 1, 2)));
       };
       for (let attempt = 1; ; attempt++) {
         try {
