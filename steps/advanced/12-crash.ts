@@ -298,7 +298,7 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
   try {
     const d0 = await ctx.startServer({ database, env, label: second, priority: 2000 + window });
     retries = [sendPending(ctx, c, req), sendPending(ctx, d0, req)];
-    await Promise.race([Promise.all(retries.map((r) => r.answer)), delay(LIVE_HOLD_MS)]);
+    await Promise.race([Promise.all(retries.map((r) => r.answer)), delay(LIVE_HOLD_MS, undefined, { ref: false })]);
     d = d0;
   } finally {
     owner.hold.release();

@@ -242,7 +242,7 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
     }
     // 3. With four charges held, one more payment must go through.
     const freeSent = send(free);
-    const freeAnswered = await Promise.race([freeSent.answer.then(() => true), delay(HELD_BOUND_MS).then(() => false)]);
+    const freeAnswered = await Promise.race([freeSent.answer.then(() => true), delay(HELD_BOUND_MS, undefined, { ref: false }).then(() => false)]);
     if (!freeAnswered) {
       throw boundRanOut(lag, () => new CheckFailed(t('step.05.heldFree', { ...said, held: held.length, charged: gate.charges.some(chargeOf(free.body)) ? t('step.05.heldFree.charged') : t('step.05.heldFree.notCharged') }), t('step.05.serialised.why'), { details: gateSaw(gate.charges) }));
     }
@@ -255,7 +255,7 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
     const left = HOLD_AT_LEAST_MS - (performance.now() - racedAt);
     if (left > 0) await delay(left);
     // Give the conflicting request its bound to be answered, while still held (a server may keep it waiting: then it is judged once let go).
-    await Promise.race([conflict.answer, delay(CONFLICT_GRACE_MS)]);
+    await Promise.race([conflict.answer, delay(CONFLICT_GRACE_MS, undefined, { ref: false })]);
     const racedCharges = gate.charges.filter(chargeOf(raced.body));
     if (racedCharges.length > 1) {
       throw new CheckFailed(t('step.05.heldTwice', { name, n: racedCharges.length, size: RACE_SIZE }), t('check.race.rows.why', { size: RACE_SIZE }), { exchanges: dupes.filter((d) => d.got).map((d) => d.got!) });
