@@ -107,7 +107,7 @@ function judgedInWindow(ctx: LiveContext, server: ServerInstance, body: { user: 
  * failure is Inconclusive (the round is made again), never the server's.
  * @throws what `judge` throws; Inconclusive in place of a CheckFailed when answered late
  */
-function sentInWindow(sinceFirstMs: number, judge: () => void): void {
+function answeredInWindow(sinceFirstMs: number, judge: () => void): void {
   try {
     judge();
   } catch (err) {
@@ -436,12 +436,12 @@ export const step: Step = {
               expectStatus(firstOf, 201, t('step.15.first'), t('step.15.first.why'));
               paymentOf(firstOf);
               expectUnmarked(firstOf, t('step.15.what.first'));
-              sentInWindow(answered - firstSent, () => expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a));
+              answeredInWindow(answered - firstSent, () => expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a));
             }),
           ),
         );
         const verdictOnB = Promise.all([pairs[0].first, onB]).then(([{ sent: firstSent }, { exchange: retryOnB, sent: sentOnB, answered: answeredOnB }]) =>
-          verdict(t('step.15.part.otherPod', { ms: Math.round(sentOnB - t0) }), () => sentInWindow(answeredOnB - firstSent, () => expectKeylessReplay(ctx, a, body, first, retryOnB, b))),
+          verdict(t('step.15.part.otherPod', { ms: Math.round(sentOnB - t0) }), () => answeredInWindow(answeredOnB - firstSent, () => expectKeylessReplay(ctx, a, body, first, retryOnB, b))),
         );
         for (const p of [...pairVerdicts, verdictOnB]) kept(p);
         const given = async (judged: Promise<unknown>) => {
@@ -475,7 +475,7 @@ export const step: Step = {
         if (chargedThen !== charged + 1) {
           throw new CheckFailed(t('step.15.afterWindowCharge', { window: WINDOW_S }), t('step.15.afterWindow.why'), { exchanges: [first, later] });
         }
-        await inPart(t('step.15.part.afterWindowRetry'), async () => sentInWindow(retryAnswered - laterSent, () => expectKeylessReplay(ctx, a, body, later, laterRetry, a, charged + 1, 2)));
+        await inPart(t('step.15.part.afterWindowRetry'), async () => answeredInWindow(retryAnswered - laterSent, () => expectKeylessReplay(ctx, a, body, later, laterRetry, a, charged + 1, 2)));
       };
       for (let attempt = 1; ; attempt++) {
         try {
