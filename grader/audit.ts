@@ -19,7 +19,7 @@ import { CheckFailed } from './failure.js';
 import { describeCharge, describeRequest, paymentOf } from './expect-http.js';
 import { readStatementLines } from './statement.js';
 import type { Charge, CheckDatabase, LiveContext } from './context.js';
-import type { Exchange, LedgerRow } from './types.js';
+import type { Exchange, KeylessGrouping, LedgerRow } from './types.js';
 
 /** A payment body as the grader sent it. */
 interface Body {
@@ -48,18 +48,7 @@ export interface Payment {
   requests: Exchange[];
 }
 
-/**
- * How the audit groups requests sent without an Idempotency-Key header into payments:
- * - `each` (the default): every keyless 201 is a payment of its own, as a server that
- *   requires keys (or charges every keyless request) makes them;
- * - `same-answer`: keyless 201s that sent the same body and answered the same payment_id
- *   are one payment, the later ones its replays, as a server that deduplicates keyless
- *   requests by their body makes them. Still strict: each such payment must have exactly
- *   one charge and one ledger row (without a key), so a "replay" that charged again, or
- *   two answers that share a payment_id for two charges, fail all the same.
- * An empty header ('') is never keyless: those 201s are payments of their own either way.
- */
-export type KeylessGrouping = 'each' | 'same-answer';
+export type { KeylessGrouping } from './types.js';
 
 /**
  * The payments the exchanges made, in the order of their first 201, and the requests that

@@ -14,8 +14,7 @@ import { sandboxOwner } from './sandbox.js';
 import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED } from './workspace-image.js';
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import { openGate, type ProviderGate } from './gate.js';
-import type { Exchange, LedgerRow } from './types.js';
-import type { KeylessGrouping } from './audit.js';
+import type { Exchange, KeylessGrouping, LedgerRow } from './types.js';
 import { labelledOutput } from './printed.js';
 
 export type { Charge } from './statement.js';

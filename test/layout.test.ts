@@ -47,3 +47,49 @@ test('steps/ imports nothing of lab/ or bin/: a track is data and checks on the 
   const wrong = sources('steps').flatMap((file) => importsOf(file).filter((target) => /^(lab|bin)\//.test(target)).map((target) => `${file} imports ${target}`));
   assert.deepEqual(wrong, []);
 });
+
+/**
+ * The import cycles of `graph` (file -> the files it imports, package-relative .ts paths),
+ * each as the files around it, the first repeated at the end; type-only imports count: a
+ * cycle is modules that need each other, so none can be read or moved without the others.
+ */
+function cyclesAmong(graph: Map<string, string[]>): string[][] {
+  const cycles: string[][] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const visit = (file: string): void => {
+    state.set(file, 'open');
+    stack.push(file);
+    for (const target of graph.get(file) ?? []) {
+      if (!graph.has(target)) continue;
+      if (state.get(target) === 'open') cycles.push([...stack.slice(stack.indexOf(target)), target]);
+      else if (!state.has(target)) visit(target);
+    }
+    stack.pop();
+    state.set(file, 'done');
+  };
+  for (const file of [...graph.keys()].sort()) if (!state.has(file)) visit(file);
+  return cycles;
+}
+
+/** Every source file's imports, keyed by file, with `.js` specifiers read as the `.ts` they are built from. */
+function importGraph(dirs: string[]): Map<string, string[]> {
+  return new Map(dirs.flatMap(sources).map((file) => [file, importsOf(file).map((target) => target.replace(/\.js$/, '.ts'))]));
+}
+
+test('no module imports itself through others, type-only imports included (issue 23)', () => {
+  const graph = importGraph(['bin', 'lab', 'steps', 'grader', 'i18n', 'fixtures', 'bench', 'test']);
+  assert.ok(graph.size > 100, 'the scan reads the whole tree');
+  assert.deepEqual(cyclesAmong(graph).map((cycle) => cycle.join(' -> ')), []);
+});
+
+test('the cycle scan finds a cycle when there is one (it can fail)', () => {
+  const graph = new Map([
+    ['grader/a.ts', ['grader/b.ts']],
+    ['grader/b.ts', ['grader/c.ts']],
+    ['grader/c.ts', ['grader/a.ts', 'node-module.ts']],
+    ['grader/d.ts', ['grader/a.ts']],
+  ]);
+  assert.deepEqual(cyclesAmong(graph), [['grader/a.ts', 'grader/b.ts', 'grader/c.ts', 'grader/a.ts']]);
+  assert.deepEqual(cyclesAmong(new Map([['x.ts', ['y.ts']], ['y.ts', []]])), []);
+});

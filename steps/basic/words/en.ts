@@ -2,7 +2,7 @@
  * English words of the file checks of steps 07 and 08 (notation: steps/words/index.ts).
  * List every form a learner may write: phrases match whole words only.
  */
-import type { Words } from './index.js';
+import type { Words } from './types.js';
 
 export const en: Words = {
   spaced: true,

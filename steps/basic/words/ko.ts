@@ -2,7 +2,7 @@
  * Korean words of the file checks of steps 07 and 08 (notation: steps/words/index.ts).
  * Phrases are stems matched anywhere, spaces optional: `다시 보내` also finds `다시보내도`.
  */
-import type { Words } from './index.js';
+import type { Words } from './types.js';
 
 export const ko: Words = {
   spaced: false,

@@ -2,7 +2,7 @@
  * Chinese words of the file checks of steps 07 and 08 (notation: steps/words/index.ts).
  * Phrases are matched anywhere, spaces optional.
  */
-import type { Words } from './index.js';
+import type { Words } from './types.js';
 
 export const zh: Words = {
   spaced: false,
