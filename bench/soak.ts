@@ -121,7 +121,7 @@ for (const { name, expect } of soaked()) {
         for (const r of results) {
           const want = expect[r.id];
           if (want === undefined) continue;
-          if (r.status === 'error' && /^inconclusive/.test(r.message)) {
+          if (r.inconclusive) {
             inconclusive[r.id]++;
             const reason = `${r.id}: ${r.message.replace(/\d+/g, 'N').slice(0, 110)}`;
             reasons.set(reason, (reasons.get(reason) ?? 0) + 1);

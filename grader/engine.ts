@@ -167,6 +167,7 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
   } else if (err instanceof Inconclusive) {
     // Not the learner's failure and not the grader's bug: the machine was too busy to tell (exit 2).
     result.status = 'error';
+    result.inconclusive = true;
     result.message = err.message;
     if (ctx) result.exchanges = ctx.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN);
   } else {

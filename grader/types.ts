@@ -80,8 +80,27 @@ export interface StepResult {
    * run as a whole is reported as an error rather than as a failed step.
    */
   startFailed?: boolean;
+  /**
+   * True when the step could not be judged because the machine was too busy (an
+   * Inconclusive: see grader/gate.ts); its status is then 'error' and the run exits 2.
+   * Not the learner's failure: grading it again on a quieter machine gives a verdict.
+   */
+  inconclusive?: boolean;
   /** The seed of the test data a live step sent (see grader/seed.ts): `--seed N` sends the same again. */
   seed?: number;
   /** Wall time of the step in ms. */
   ms: number;
 }
+
+/**
+ * How the audit groups requests sent without an Idempotency-Key header into payments:
+ * - `each` (the default): every keyless 201 is a payment of its own, as a server that
+ *   requires keys (or charges every keyless request) makes them;
+ * - `same-answer`: keyless 201s that sent the same body and answered the same payment_id
+ *   are one payment, the later ones its replays, as a server that deduplicates keyless
+ *   requests by their body makes them. Still strict: each such payment must have exactly
+ *   one charge and one ledger row (without a key), so a "replay" that charged again, or
+ *   two answers that share a payment_id for two charges, fail all the same.
+ * An empty header ('') is never keyless: those 201s are payments of their own either way.
+ */
+export type KeylessGrouping = 'each' | 'same-answer';
