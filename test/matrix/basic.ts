@@ -1,0 +1,81 @@
+/**
+ * The fixture matrix: every solution in fixtures/solutions/ graded on all eight steps
+ * against the real server (Python, or Node.js for a .mjs solution), with the whole row of
+ * verdicts asserted, and each failure's message checked so a wrong solution fails for the
+ * right reason. Every correct design (ok-*) passes all eight.
+ */
+import fs from 'node:fs';
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { gradeSettled } from './settle.js';
+import { runningServerCount, resolveInterpreter } from '../../grader/server.js';
+import { racySteps, solutionNames } from '../../fixtures/build.js';
+import { MATRIX, WARNINGS } from '../../fixtures/matrix.js';
+import { openWorkspace } from '../../lab/workspace.js';
+import { STEPS } from '../../steps/index.js';
+import { fixtureWorkspace, serversUnder, tempDir } from '../support.js';
+import { rowsOf, type Shard } from './shard.js';
+
+const P = 'pass';
+
+/**
+ * Defines the basic matrix's tests for one shard: the row-and-fixture bookkeeping tests in
+ * shard 0, and every `of`-th row graded on all eight steps.
+ */
+export function basicMatrix(shard: Shard): void {
+  after(() => {
+    assert.equal(runningServerCount(), 0, 'every server the grader started was stopped');
+  });
+
+  if (shard.index === 0) {
+    test('every solution fixture has an expected row, and every row a fixture', () => {
+      assert.deepEqual(Object.keys(MATRIX).sort(), solutionNames().sort());
+    });
+
+    test("a row's '~' cells are exactly the steps its fixture declares racy", () => {
+      for (const [solution, row] of Object.entries(MATRIX)) {
+        assert.deepEqual(STEPS.filter((_, i) => row[i].startsWith('~')).map((s) => s.id), racySteps(solution), solution);
+      }
+    });
+
+  }
+
+  for (const [solution, row] of rowsOf(Object.entries(MATRIX), shard)) {
+    const verdict = (v: string) => (v === P ? 'pass' : v.startsWith('~') ? 'pass|fail' : 'fail');
+    test(`${solution}: ${row.map((v, i) => `${STEPS[i].id}:${verdict(v)}`).join(' ')}`, async () => {
+      const ws = fixtureWorkspace(solution);
+      // The servers' copies of the workspace go to a temporary folder of this test's own,
+      // so that what is left running there can be found.
+      const tmp = tempDir('matrix-');
+      const before = process.env.TMPDIR;
+      process.env.TMPDIR = tmp.dir;
+      try {
+        const { command } = openWorkspace(ws.dir);
+        const results = await gradeSettled({ workspace: ws.dir, steps: STEPS, command: await resolveInterpreter(command, ws.dir) });
+        assert.deepEqual(
+          results.map((r, i) => (row[i].startsWith('~') && r.status !== 'error' ? 'pass|fail' : r.status)),
+          row.map(verdict),
+          results.map((r) => `${r.id} ${r.status}: ${r.message}`).join('\n'),
+        );
+        results.forEach((result, i) => {
+          if (row[i] === P || result.status === 'pass') return;
+          assert.match(result.message, new RegExp(row[i].replace(/^~/, '')), `step ${result.id} fails for the right reason`);
+          assert.ok(result.why, `step ${result.id} says why it matters`);
+          assert.ok(result.exchanges.length > 0 || result.details.length > 0, `step ${result.id} shows what was sent and what came back`);
+          if (result.seed !== undefined) assert.ok(Number.isInteger(result.seed), `step ${result.id} names its seed`);
+        });
+        for (const [id, pattern] of Object.entries(WARNINGS[solution] ?? {})) {
+          const warnings = results.find((r) => r.id === id)?.warnings ?? [];
+          assert.ok(warnings.some((w) => new RegExp(pattern).test(w)), `step ${id} warns: ${pattern}\n${warnings.join('\n')}`);
+        }
+        assert.deepEqual(serversUnder(tmp.dir), [], 'no server left running in the grader\'s copies');
+        assert.deepEqual(fs.readdirSync(tmp.dir).filter((f) => !f.startsWith('.')), [], 'every copy of the workspace was removed');
+      } finally {
+        if (before === undefined) delete process.env.TMPDIR;
+        else process.env.TMPDIR = before;
+        ws.remove();
+        tmp.remove();
+      }
+    });
+  }
+}
