@@ -155,6 +155,17 @@ export function requestsSent(): number {
   return requestCount;
 }
 
+let inFlight = 0;
+
+/**
+ * How many requests of this process are on their way now (sent, not yet answered or
+ * failed): lets a test act once a request is held by a server, instead of after a fixed
+ * time that a loaded machine may not keep.
+ */
+export function requestsInFlight(): number {
+  return inFlight;
+}
+
 /**
  * Sends one request over an already open socket with undici and records the exchange
  * (the chaos run opens its sockets itself, to name each one's fate by its local port).
@@ -169,6 +180,7 @@ export async function sendOn(
   timeouts: Timeouts,
 ): Promise<Exchange> {
   requestCount++;
+  inFlight++;
   const requestBody = req ? bodyText(req.body) : '';
   const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody, ms: 0 };
   if (req?.key !== undefined) exchange.key = req.key;
@@ -219,6 +231,7 @@ export async function sendOn(
     clearTimeout(guard);
     exchange.ms = Math.round(performance.now() - started);
     await client.destroy().catch(() => undefined);
+    inFlight--;
   }
   return exchange;
 }
