@@ -250,7 +250,7 @@ export const en = {
   'report.progress': 'Progress: {passed} of {total} steps pass.',
 
   // The command line.
-  'cli.lang.unknown': 'The lab is not written in "{lang}"; using {using}.',
+  'cli.lang.unknown': 'The lab is not written in "{lang}": choose en, ko or zh (for example --lang ko).',
   'cli.stepsHeading': 'The steps:',
   'cli.noArgs.more': 'idem-lab start lays out a workspace and starts the server; idem-lab --help lists every command.',
   'cli.already': 'The payment server is already running (pid {pid}) on http://127.0.0.1:{port}.',

@@ -237,7 +237,7 @@ export const ko: Record<MessageKey, string> = {
   'report.score': '점수: {score}/{max}.',
   'report.progress': '진행: {total}개 단계 중 {passed}개 통과.',
 
-  'cli.lang.unknown': '"{lang}" 언어로 된 실습은 없습니다. 대신 {using} 언어로 진행합니다.',
+  'cli.lang.unknown': '"{lang}" 언어로 된 실습은 없습니다. en, ko, zh 중에서 고르세요(예: --lang ko).',
   'cli.stepsHeading': '단계:',
   'cli.noArgs.more': 'idem-lab start는 작업 폴더를 만들고 서버를 띄웁니다. idem-lab --help는 모든 명령을 보여 줍니다.',
   'cli.already': '결제 서버가 이미 실행 중입니다(pid {pid}, http://127.0.0.1:{port}).',

@@ -237,7 +237,7 @@ export const zh: Record<MessageKey, string> = {
   'report.score': '得分：{score}/{max}。',
   'report.progress': '进度：共 {total} 步，通过 {passed} 步。',
 
-  'cli.lang.unknown': '实验没有“{lang}”版本，改用 {using}。',
+  'cli.lang.unknown': '实验没有“{lang}”版本。请从 en、ko、zh 中选一个（例如 --lang zh）。',
   'cli.stepsHeading': '步骤：',
   'cli.noArgs.more': 'idem-lab start 会布置工作目录并启动服务器；idem-lab --help 列出全部命令。',
   'cli.already': '支付服务器已在运行（pid {pid}，http://127.0.0.1:{port}）。',
