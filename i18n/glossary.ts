@@ -26,6 +26,12 @@ export const GLOSSARY: Record<'ko' | 'zh', GlossaryEntry[]> = {
     { concept: 'ledger', use: '원장', replaced: ['장부'] },
     { concept: 'heading: what the check looks at', use: '**채점 기준.**', replaced: ['**검사 방법.**', '**검사가 보는 것.**', '**채점 내용.**'] },
     { concept: 'heading: why', use: '**왜 필요한가.**', replaced: ['**왜 그런가.**'] },
+    { concept: 'replay (answering a used key with the stored response)', use: '재생', replaced: ['재전송'] },
+    { concept: 'payment provider (charge())', use: '결제사', replaced: ['대행사'] },
+    { concept: 'round (of a check)', use: '라운드', replaced: ['회차'] },
+    { concept: 'lock (database, key)', use: '잠금', replaced: ['락'], allowed: ['누락'] },
+    { concept: 'the lab sheet (LAB.md, ADVANCED.md)', use: '안내서', replaced: ['실습지'] },
+    { concept: 'workspace', use: '작업 폴더', replaced: ['작업 공간', '작업공간'] },
   ],
   zh: [
     { concept: 'response', use: '响应', replaced: ['应答', '回应'] },
