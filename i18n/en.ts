@@ -582,6 +582,8 @@ export const en = {
   'http.noAnswer': 'no answer within {ms} ms',
   'http.failed': 'the connection failed: {error}',
   'wire.noAnswer': 'no answer: {error}',
+  'wire.more': '… ({n} more characters)',
+  'wire.bodyCut': 'body cut: {n} more characters',
   'report.same': '×{n}, the same',
   'report.points': '{score}/{points} pt',
   'menu.hint.more': 'Choose "{hint}" again for the next one.',

@@ -564,6 +564,8 @@ export const ko: Record<MessageKey, string> = {
   'http.noAnswer': '{ms}ms 안에 응답이 오지 않았습니다',
   'http.failed': '연결이 끊겼습니다: {error}',
   'wire.noAnswer': '응답 없음: {error}',
+  'wire.more': '… (글자 {n}개 더 있음)',
+  'wire.bodyCut': '본문 잘림: 글자 {n}개 더 있음',
   'report.same': '×{n}, 위와 같음',
   'report.points': '{score}/{points}점',
   'menu.hint.more': '다음 힌트는 "{hint}" 항목을 다시 고르세요.',

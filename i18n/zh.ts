@@ -564,6 +564,8 @@ export const zh: Record<MessageKey, string> = {
   'http.noAnswer': '{ms} 毫秒内没有响应',
   'http.failed': '连接中断：{error}',
   'wire.noAnswer': '没有响应：{error}',
+  'wire.more': '…（还有 {n} 个字符）',
+  'wire.bodyCut': '请求体已截断：还有 {n} 个字符',
   'report.same': '×{n}，同上',
   'report.points': '{score}/{points} 分',
   'menu.hint.more': '想看下一条提示，再选一次“{hint}”。',
