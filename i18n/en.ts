@@ -291,6 +291,7 @@ export const en = {
   'cli.track.basicFirst': 'Steps {steps} of the basic track do not pass yet: the advanced track builds on them.',
   'cli.track.footer': 'The steps are in {sheet}. idem-lab check grades the track; idem-lab track lists the tracks.',
   'cli.hint.last': 'That was the last hint for {id}; idem-lab show {id} has the whole step.',
+  'cli.hint.none': 'No more hints for {id}: those are all {total}. idem-lab show {id} has the whole step; idem-lab hint {id} --reset starts again from the first.',
 
   'cli.unknownStep': 'unknown step "{step}"; the steps are {list}',
   'cli.noFolder': 'no workspace at {dir}: the folder does not exist (run idem-lab start there first)',

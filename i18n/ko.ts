@@ -278,6 +278,7 @@ export const ko: Record<MessageKey, string> = {
   'cli.track.basicFirst': '기본 과정의 {steps}단계가 아직 통과하지 않았습니다. 심화 과정은 그 위에 쌓입니다.',
   'cli.track.footer': '단계 설명은 {sheet}에 있습니다. idem-lab check가 이 과정을 채점하고, idem-lab track이 과정 목록을 보여 줍니다.',
   'cli.hint.last': '{id}단계의 마지막 힌트였습니다. 단계 전체는 idem-lab show {id} 명령으로 보세요.',
+  'cli.hint.none': '{id}단계의 힌트는 위의 {total}개가 전부이고 더는 없습니다. 단계 전체는 idem-lab show {id}, 첫 힌트부터 다시 보려면 idem-lab hint {id} --reset.',
   'cli.unknownStep': '"{step}" 단계는 없습니다. 단계: {list}',
   'cli.noFolder': '{dir}에 작업 폴더가 없습니다. 폴더가 존재하지 않습니다(먼저 그곳에서 idem-lab start를 실행하세요)',
   'cli.noServerPy': '{dir}에 작업 폴더가 없습니다. server.py가 없습니다(그곳에서 idem-lab start를 실행하거나 --dir을 주세요)',

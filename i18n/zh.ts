@@ -278,6 +278,7 @@ export const zh: Record<MessageKey, string> = {
   'cli.track.basicFirst': '基础路线的第 {steps} 步还没有通过：进阶路线建立在它们之上。',
   'cli.track.footer': '各步说明在 {sheet}。idem-lab check 为这条路线评分；idem-lab track 列出所有路线。',
   'cli.hint.last': '这是第 {id} 步的最后一条提示；完整内容见 idem-lab show {id}。',
+  'cli.hint.none': '第 {id} 步没有更多提示了：上面 {total} 条就是全部。完整内容见 idem-lab show {id}；想从第一条重新看，用 idem-lab hint {id} --reset。',
   'cli.unknownStep': '没有“{step}”这一步；所有步骤：{list}',
   'cli.noFolder': '{dir} 不是工作目录：目录不存在（先在那里执行 idem-lab start）',
   'cli.noServerPy': '{dir} 不是工作目录：没有 server.py（在那里执行 idem-lab start，或者用 --dir 指定）',
