@@ -241,6 +241,7 @@ export const en = {
   'report.ledger': 'Ledger rows ({count}):',
   'report.ledger.none': '(none)',
   'report.serverOutput': 'The server printed (last lines):',
+  'report.serverOutput.zone': 'The server printed (last lines; it ran with TZ={zone}, so its log shows that zone\'s local time):',
   'report.note': 'note: {warning}',
   'report.stuck': 'Stuck? idem-lab hint {id}',
   'report.summary.one': '{passed} of {total} step passes.',

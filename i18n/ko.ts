@@ -229,6 +229,7 @@ export const ko: Record<MessageKey, string> = {
   'report.ledger': '원장 줄({count}개):',
   'report.ledger.none': '(없음)',
   'report.serverOutput': '서버 출력(마지막 줄들):',
+  'report.serverOutput.zone': '서버 출력(마지막 줄들, 서버는 TZ={zone}에서 실행되어 로그의 시각은 그 시간대의 현지 시각):',
   'report.note': '참고: {warning}',
   'report.stuck': '막혔나요? idem-lab hint {id}',
   'report.summary.one': '{total}개 단계 중 {passed}개 통과.',

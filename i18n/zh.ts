@@ -229,6 +229,7 @@ export const zh: Record<MessageKey, string> = {
   'report.ledger': '账本记录（{count} 行）：',
   'report.ledger.none': '（无）',
   'report.serverOutput': '服务器输出（最后几行）：',
+  'report.serverOutput.zone': '服务器输出（最后几行；服务器在 TZ={zone} 下运行，日志里的时间是该时区的本地时间）：',
   'report.note': '注意：{warning}',
   'report.stuck': '卡住了？idem-lab hint {id}',
   'report.summary.one': '共 {total} 步，通过 {passed} 步。',

@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { Chalk } from 'chalk';
 import { curlCommand, formatExchange, formatRequestLine, shellQuote } from '../grader/wire.js';
 import { parsePaste } from '../grader/paste.js';
+import { serverTimeZone } from '../grader/seed.js';
 import { setLanguage } from '../i18n/index.js';
 import { formatProgress, formatResult, progressBar } from '../grader/reporters/human.js';
 import type { Exchange, StepResult } from '../grader/types.js';
@@ -90,4 +91,13 @@ test('a transcript speaks the language of the learner (no key, empty key, a cut 
   } finally {
     setLanguage('en');
   }
+});
+
+const verdictOf = (over: Partial<StepResult>): StepResult => ({ id: '02', slug: 'replay', title: 'Replay', status: 'fail', message: 'm', details: [], warnings: [], exchanges: [], ms: 1, ...over });
+
+test("a live step's server output is headed with the time zone its servers ran in, which the log's local times follow", () => {
+  const live = formatResult(verdictOf({ seed: 7, serverOutput: '[A] 127.0.0.1 - - [05/Dec/2026 20:55:13] "POST /pay HTTP/1.1" 201 -' }), new Chalk({ level: 0 }));
+  assert.match(live, new RegExp(`The server printed \\(last lines; it ran with TZ=${serverTimeZone(7)}, so its log shows that zone's local time\\):`));
+  const fileOnly = formatResult(verdictOf({ serverOutput: '[A] hello' }), new Chalk({ level: 0 }));
+  assert.match(fileOnly, /The server printed \(last lines\):/);
 });
