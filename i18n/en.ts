@@ -586,7 +586,7 @@ export const en = {
   'wire.noAnswer': 'no answer: {error}',
   'wire.more': '… ({n} more characters)',
   'wire.bodyCut': 'body cut: {n} more characters',
-  'report.same': '×{n}, the same',
+  'report.same': '(same as above, {n} more)',
   'report.points': '{score}/{points} pt',
   'menu.hint.more': 'Choose "{hint}" again for the next one.',
   'watch.hint.more': 'Press h for the next one.',

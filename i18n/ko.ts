@@ -568,7 +568,7 @@ export const ko: Record<MessageKey, string> = {
   'wire.noAnswer': '응답 없음: {error}',
   'wire.more': '… (글자 {n}개 더 있음)',
   'wire.bodyCut': '본문 잘림: 글자 {n}개 더 있음',
-  'report.same': '×{n}, 위와 같음',
+  'report.same': '(위와 같음, {n}번 더)',
   'report.points': '{score}/{points}점',
   'menu.hint.more': '다음 힌트는 "{hint}" 항목을 다시 고르세요.',
   'watch.hint.more': '다음 힌트는 h 키를 누르세요.',

@@ -568,7 +568,7 @@ export const zh: Record<MessageKey, string> = {
   'wire.noAnswer': '没有响应：{error}',
   'wire.more': '…（还有 {n} 个字符）',
   'wire.bodyCut': '请求体已截断：还有 {n} 个字符',
-  'report.same': '×{n}，同上',
+  'report.same': '（同上，又 {n} 次）',
   'report.points': '{score}/{points} 分',
   'menu.hint.more': '想看下一条提示，再选一次“{hint}”。',
   'watch.hint.more': '想看下一条提示，按 h。',
