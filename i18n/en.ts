@@ -591,6 +591,7 @@ export const en = {
   'menu.hint.more': 'Choose "{hint}" again for the next one.',
   'watch.hint.more': 'Press h for the next one.',
   'watch.stayOn': 'Step {id} still passes; watch stays on it while you refactor (idem-lab watch with no step moves on to the first step not passing).',
+  'watch.passesAgain': 'Step {id} passes again; watch stays on it while you refactor (idem-lab watch with no step moves on to the first step not passing).',
   'summary.heading': 'The lab is done: all {total} steps pass.',
   'summary.heading.track': 'The {track} track is done: all {total} steps pass.',
   'summary.proved': 'What each step proved:',

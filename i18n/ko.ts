@@ -573,6 +573,7 @@ export const ko: Record<MessageKey, string> = {
   'menu.hint.more': '다음 힌트는 "{hint}" 항목을 다시 고르세요.',
   'watch.hint.more': '다음 힌트는 h 키를 누르세요.',
   'watch.stayOn': '{id}단계는 여전히 통과합니다. 리팩터링하는 동안 이 단계를 계속 지켜봅니다(단계 없이 idem-lab watch 명령을 실행하면 아직 통과하지 못한 첫 단계로 넘어갑니다).',
+  'watch.passesAgain': '{id}단계가 다시 통과합니다. 리팩터링하는 동안 이 단계를 계속 지켜봅니다(단계 없이 idem-lab watch 명령을 실행하면 아직 통과하지 못한 첫 단계로 넘어갑니다).',
   'summary.heading': '실습을 마쳤습니다: {total}개 단계를 모두 통과했습니다.',
   'summary.heading.track': '{track} 과정을 마쳤습니다: {total}단계 모두 통과했습니다.',
   'summary.proved': '단계마다 증명한 것:',

@@ -573,6 +573,7 @@ export const zh: Record<MessageKey, string> = {
   'menu.hint.more': '想看下一条提示，再选一次“{hint}”。',
   'watch.hint.more': '想看下一条提示，按 h。',
   'watch.stayOn': '步骤 {id} 仍然通过；你重构期间会一直监视它（不带步骤的 idem-lab watch 会转到第一个还没通过的步骤）。',
+  'watch.passesAgain': '步骤 {id} 又通过了；你重构期间会一直监视它（不带步骤的 idem-lab watch 会转到第一个还没通过的步骤）。',
   'summary.heading': '实验完成：{total} 个步骤全部通过。',
   'summary.heading.track': '{track}路线完成了：全部 {total} 步都已通过。',
   'summary.proved': '每一步证明了什么：',
