@@ -32,6 +32,8 @@ export const GLOSSARY: Record<'ko' | 'zh', GlossaryEntry[]> = {
     { concept: 'lock (database, key)', use: '잠금', replaced: ['락'], allowed: ['누락'] },
     { concept: 'the lab sheet (LAB.md, ADVANCED.md)', use: '안내서', replaced: ['실습지'] },
     { concept: 'workspace', use: '작업 폴더', replaced: ['작업 공간', '작업공간'] },
+    { concept: 'replayed (an answer given again)', use: '재생되었습니다', replaced: ['다시 응답되었습니다'] },
+    { concept: 'the three ideas of step 08', use: '세 가지 핵심', replaced: ['세 가지 생각', '세 가지 아이디어'] },
   ],
   zh: [
     { concept: 'response', use: '响应', replaced: ['应答', '回应'] },

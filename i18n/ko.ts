@@ -95,7 +95,7 @@ export const ko: Record<MessageKey, string> = {
   'step.06.file.rebuilt': '06-persist.txt에 payment_id {id} 값이 두 번 나오지만 charged_at이 다릅니다. 재시도는 새로 만든 응답이 아니라 저장된 응답을 받아야 합니다.',
   'step.06.file.rebuilt.why': '새로 만든 응답은 첫 요청이 받은 응답이 아닙니다.',
   'step.06.file.showRestart': '두 probe 사이에 재시작한 명령도 보여 주세요. 그래야 읽는 사람이 재시도가 재시작을 넘어왔다는 걸 압니다.',
-  'step.06.file.pass': '06-persist.txt에서 payment_id {id} 값이 바뀌지 않고 다시 응답되었습니다({first}번째 줄과 {second}번째 줄).',
+  'step.06.file.pass': '06-persist.txt에서 payment_id {id}의 응답이 바뀌지 않고 재생되었습니다({first}번째 줄과 {second}번째 줄).',
   'step.06.restart.why': '프로세스 메모리나 따로 만든 파일에 둔 키는 재시작하면 사라집니다. 재시작한 서버는 다시 배포된 파드처럼 IDEM_DB만 남긴 새 폴더 사본에서 시작하고, 배포나 장애 뒤의 재시도가 다시 결제됩니다.',
   'step.06.first201.why': '첫 결제가 성공해야 기억할 것이 생깁니다.',
   'step.06.shared.why': '로드 밸런서 뒤에서는 재시도가 다른 인스턴스로 갈 수 있습니다. 한 인스턴스가 저장한 것은 다른 인스턴스도 모두 봐야 합니다.',
@@ -488,7 +488,7 @@ export const ko: Record<MessageKey, string> = {
   // --- filechecks ---
   'step.07.bothVerdicts': '07-retry.md가 {label}에 재시도한다와 재시도하지 않는다를 모두 적었습니다. 하나만 적어 주세요.',
   'step.07.bothVerdicts.why': '클라이언트는 실패마다 한 가지로만 대응합니다. 두 제목 아래에 모두 나오는 응답처럼 양쪽으로 적힌 것은 정책이 아닙니다.',
-  'step.08.oneSentence': '08-notes.md가 세 가지 생각({list})을 한 문장에 몰아서 적었습니다. 생각마다 따로 한 문장씩 설명해 주세요.',
+  'step.08.oneSentence': '08-notes.md가 세 가지 핵심({list})을 한 문장에 몰아서 적었습니다. 생각마다 따로 한 문장씩 설명해 주세요.',
   'step.08.oneSentence.why': '세 단어를 적는 것만으로는 설명이 되지 않습니다. 클라이언트가 왜 재시도하는지, 키를 어디에 두는지, 쓰인 키에 다른 본문이 오면 왜 거절하는지 적어 주세요.',
   // --- body-check ---
   'check.payment.time': 'charged_at 값: {got}. 계약은 이 값을 ISO 8601, UTC, 밀리초까지, Z를 붙여 씁니다(2026-12-01T10:02:25.118Z)',
@@ -584,7 +584,7 @@ export const ko: Record<MessageKey, string> = {
   'summary.05': '한 키로 동시에 보낸 요청 10개는 한 번만 결제된다: 누가 먼저인지는 데이터베이스가 정한다',
   'summary.06': '키는 재시작 뒤에도 남고, 모든 인스턴스가 함께 본다',
   'summary.07': '클라이언트가 어떤 실패를 백오프와 지터를 두고 재시도하고, 어떤 실패는 재시도하면 안 되는지 안다',
-  'summary.08': '세 가지 생각을 말할 수 있다: 클라이언트는 재시도한다, 서버는 모든 인스턴스가 보는 곳에 키를 기억한다, 키 하나는 요청 하나를 가리킨다',
+  'summary.08': '세 가지 핵심을 말할 수 있다: 클라이언트는 재시도한다, 서버는 모든 인스턴스가 보는 곳에 키를 기억한다, 키 하나는 요청 하나를 가리킨다',
   'summary.took': '걸린 시간: {duration} (처음 시작 {from}, 마지막 통과 {to}).',
   'summary.hours': '{h}시간 {m}분',
   'summary.minutes': '{m}분',
