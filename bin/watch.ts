@@ -79,7 +79,10 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     const step = current;
     if (!step || stopping) return;
     if (out.isTTY) out.write('\x1b[2J\x1b[H');
-    const saved = reasons.filter((r) => r !== 'start' && r !== 'key');
+    // A save of a file the step now watched does not watch (the last step's file, written
+    // again while its check ran, before watch moved on) is no reason to check this one.
+    const saved = reasons.filter((r) => r !== 'start' && r !== 'key' && watchedNames().includes(r));
+    if (saved.length === 0 && !reasons.some((r) => r === 'start' || r === 'key')) return;
     if (saved.length) out.log(c.dim(t('watch.saved', { files: listOf(saved) })));
     if (saved.includes(serverFile)) {
       if (ownServer(workspace) || serverDown) serverDown = (await restartCommand({ dir: workspace, out })) !== 0;
