@@ -296,7 +296,7 @@ export const ko: Record<MessageKey, string> = {
   'menu.server.noWorkspace': '아직 작업 폴더가 없음 (시작하면 만듭니다)',
   'menu.track': '과정: {name}, {first}~{last}단계 (다른 과정으로 옮기려면 idem-lab track)',
   'menu.choose': '단계나 할 일을 고르세요',
-  'menu.state.notTried': '아직 안 함',
+  'menu.state.notTried': '아직 채점 안 함',
   'menu.state.passed': '통과 {when}',
   'menu.state.failed': '실패 {when}',
   'menu.state.failedBefore': '실패 {when}, 마지막 통과 {passed}',
