@@ -34,6 +34,7 @@ export const GLOSSARY: Record<'ko' | 'zh', GlossaryEntry[]> = {
     { concept: 'workspace', use: '작업 폴더', replaced: ['작업 공간', '작업공간'] },
     { concept: 'replayed (an answer given again)', use: '재생되었습니다', replaced: ['다시 응답되었습니다'] },
     { concept: 'the three ideas of step 08', use: '세 가지 핵심', replaced: ['세 가지 생각', '세 가지 아이디어'] },
+    { concept: 'a payment charged more than once (chaos, as its "중복" row says)', use: '두 번 이상 청구된', replaced: ['두 번 이상 결제된'] },
     { concept: 'crash (a server killed mid-request, step 12, as the menu says; 충돌 is the conflict of step 04)', use: '비정상 종료', replaced: ['충돌 뒤', '충돌로 남은', '충돌하면'] },
   ],
   zh: [
