@@ -49,7 +49,11 @@ function workspaceLanguage(dir: string | undefined): string | undefined {
 const args = process.argv.slice(2);
 const chosen = chooseLanguage(argValue(args, 'lang'), workspaceLanguage(argValue(args, 'dir')));
 setLanguage(chosen.lang);
-if (chosen.unknown !== undefined) console.error(t('cli.lang.unknown', { lang: chosen.unknown, using: chosen.lang }));
+// An unknown --lang is a usage error (exit 2), said in the language the run would otherwise speak.
+if (chosen.unknown !== undefined) {
+  console.error(`idem-lab: ${t('cli.lang.unknown', { lang: chosen.unknown })}`);
+  process.exit(2);
+}
 
 /**
  * commander's own error, as it writes it (`error: unknown command 'x'\n(Did you mean y?)`),

@@ -305,14 +305,17 @@ export function hintCommand(selector: string | undefined, options: WorkspaceOpti
   const { c } = out;
   const workspace = workspaceDir(options);
   const step = stepOrCurrent(selector, workspace);
+  let before = 0;
   const state = updateState(workspace, (s) => {
-    const shown = options.reset ? 0 : (s.hintsShown?.[step.id] ?? 0);
-    s.hintsShown = { ...(s.hintsShown ?? {}), [step.id]: Math.min(shown + 1, step.hints.length) };
+    before = options.reset ? 0 : (s.hintsShown?.[step.id] ?? 0);
+    s.hintsShown = { ...(s.hintsShown ?? {}), [step.id]: Math.min(before + 1, step.hints.length) };
   });
   const shown = state.hintsShown?.[step.id] ?? 1;
   const hints = step.hints;
   hints.slice(0, shown).forEach((hint, i) => out.log(t('cli.hint', { n: i + 1, total: hints.length, id: step.id, slug: step.slug, hint })));
-  out.log(c.dim(shown < hints.length ? (options.more ?? t('cli.hint.more', { id: step.id })) : t('cli.hint.last', { id: step.id })));
+  // Past the last hint, say there are no more rather than "that was the last" again.
+  const last = before >= hints.length ? t('cli.hint.none', { id: step.id, total: hints.length }) : t('cli.hint.last', { id: step.id });
+  out.log(c.dim(shown < hints.length ? (options.more ?? t('cli.hint.more', { id: step.id })) : last));
   return 0;
 }
 

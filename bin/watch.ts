@@ -52,6 +52,8 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   const stayOn = selector && current && readState(workspace).steps?.[current.id]?.status === 'pass' ? current : undefined;
   // Set when a restart after a save failed (watch stopped the server): the next save starts it again.
   let serverDown = false;
+  // Set when the step watch stays on failed its last check here: its next pass "passes again".
+  let stayOnFailed = false;
   const out = outputOf(options);
   const { c } = out;
   if (!current) {
@@ -77,7 +79,10 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     const step = current;
     if (!step || stopping) return;
     if (out.isTTY) out.write('\x1b[2J\x1b[H');
-    const saved = reasons.filter((r) => r !== 'start' && r !== 'key');
+    // A save of a file the step now watched does not watch (the last step's file, written
+    // again while its check ran, before watch moved on) is no reason to check this one.
+    const saved = reasons.filter((r) => r !== 'start' && r !== 'key' && watchedNames().includes(r));
+    if (saved.length === 0 && !reasons.some((r) => r === 'start' || r === 'key')) return;
     if (saved.length) out.log(c.dim(t('watch.saved', { files: listOf(saved) })));
     if (saved.includes(serverFile)) {
       if (ownServer(workspace) || serverDown) serverDown = (await restartCommand({ dir: workspace, out })) !== 0;
@@ -90,7 +95,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     out.log(formatResult(result, c, { replayPort: readState(workspace).port ?? DEFAULT_PORT }));
     out.log(formatProgress(passedCount(workspace), STEPS.length, c));
     if (result.status === 'pass' && step === stayOn) {
-      out.log(c.dim(t('watch.stayOn', { id: step.id })));
+      out.log(c.dim(t(stayOnFailed ? 'watch.passesAgain' : 'watch.stayOn', { id: step.id })));
     } else if (result.status === 'pass') {
       const next = nextStepToDo(workspace, step);
       if (!next) {
@@ -103,6 +108,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
       out.log(`\n${c.bold(t('watch.next', { id: next.id, slug: next.slug }))}  ${next.title}`);
       out.log(c.dim(t('watch.nextHow', { id: next.id, files: watchedNames().join(t('watch.or')) })));
     }
+    if (step === stayOn) stayOnFailed = result.status !== 'pass';
     footer();
   };
 

@@ -7,7 +7,7 @@
  * starts one. Commands continued over several lines with `\` are read as one.
  */
 import type { LedgerRow } from './types.js';
-import { t } from '../i18n/index.js';
+import { CATALOGS, LANGUAGES, t } from '../i18n/index.js';
 
 /** One response found in a paste. */
 export interface PastedResponse {
@@ -36,11 +36,22 @@ export interface Paste {
 /** `HTTP 201`, `HTTP/1.1 201 Created`, `< HTTP/1.1 422 Unprocessable Entity`: a reason phrase in Title Case or none, so prose is not read as a status. */
 const STATUS_LINE = /^\s*(?:<\s*)?HTTP(?:\/[\d.]+)?\s+(\d{3})(?:\s+[A-Z][A-Za-z'-]*(?:\s+[A-Z][A-Za-z'-]*){0,3})?\s*$/;
 const REPLAYED_HEADER = /^\s*(?:<\s*)?Idempotency-Replayed:\s*(\S+)/i;
-/** The key in a request line or header; `(empty)` is how probe output shows an empty key. */
-const KEY_HEADER = /Idempotency-Key:\s*(\(empty\)|[^\s'"{]*)/i;
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+/**
+ * How probe output in each language marks an empty key (`(empty)`, `(빈 값)`, `（空）`,
+ * the catalogs' probe.emptyKey) and a request without a key (`(no Idempotency-Key)`,
+ * `(Idempotency-Key 없음)`, `（没有 Idempotency-Key）`, probe.noKey): a paste is read
+ * the same whatever language the workspace that printed it speaks.
+ */
+const EMPTY_MARKS = [...new Set(LANGUAGES.map((lang) => CATALOGS[lang]['probe.emptyKey']))];
+const NO_KEY_MARKS = [...new Set(LANGUAGES.map((lang) => CATALOGS[lang]['probe.noKey']))];
+/** The key in a request line or header; an EMPTY_MARKS label is how probe output shows an empty key. */
+const KEY_HEADER = new RegExp(`Idempotency-Key:\\s*(${EMPTY_MARKS.map(escapeRegExp).join('|')}|[^\\s'"{]*)`, 'i');
 /** curl's way of sending a header with no value: `-H 'Idempotency-Key;'`. */
 const EMPTY_KEY_HEADER = /Idempotency-Key;/i;
-const NO_KEY_MARK = /\(no Idempotency-Key\)/i;
+const NO_KEY_MARK = new RegExp(NO_KEY_MARKS.map(escapeRegExp).join('|'), 'i');
 const REQUEST_LINE = /^\s*(?:>\s*)?POST\s+\S*\/pay\b/;
 /** The request line curl -v prints; the request headers follow it, each on a `> ` line. */
 const VERBOSE_REQUEST_LINE = /^\s*>\s*POST\s+\S*\/pay\b/;
@@ -65,7 +76,7 @@ const CONTINUED = /\\\s*$/;
 const MAX_CONTINUED = 64;
 
 function keyText(shown: string): string {
-  return shown === '(empty)' ? '' : shown;
+  return EMPTY_MARKS.includes(shown) ? '' : shown;
 }
 
 /** Removes a shell prompt like `$ `, `% ` or `user@host:~/lab$ ` before a command. */

@@ -11,12 +11,16 @@ import { t } from '../i18n/index.js';
 export const BODY_PREVIEW_CHARS = 400;
 
 function shorten(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+  return text.length <= max ? text : `${text.slice(0, max)}${t('wire.more', { n: text.length - max })}`;
 }
 
-/** `POST /pay  Idempotency-Key: k1  {"user":"u1","amount":1000}`; `(no Idempotency-Key)` or `Idempotency-Key: (empty)`. */
+/**
+ * `POST /pay  Idempotency-Key: k1  {"user":"u1","amount":1000}`; `(no Idempotency-Key)` or
+ * `Idempotency-Key: (empty)` in the learner's language, as probe.sh prints them (the paste
+ * reader reads the marks of every language).
+ */
 export function formatRequestLine(exchange: Exchange): string {
-  const key = exchange.key === undefined ? '(no Idempotency-Key)' : `Idempotency-Key: ${exchange.key === '' ? '(empty)' : exchange.key}`;
+  const key = exchange.key === undefined ? t('probe.noKey') : `Idempotency-Key: ${exchange.key === '' ? t('probe.emptyKey') : exchange.key}`;
   const parts = [`${exchange.method} ${exchange.path}`];
   if (exchange.method === 'POST') parts.push(key, exchange.requestBody);
   return parts.join('  ');
@@ -53,7 +57,7 @@ export function curlCommand(exchange: Exchange, port = exchange.port, maxBody = 
     if (exchange.key !== undefined) args.push('-H', exchange.key === '' ? 'Idempotency-Key;' : `Idempotency-Key: ${exchange.key}`);
     const body = exchange.requestBody.length <= maxBody ? exchange.requestBody : exchange.requestBody.slice(0, maxBody);
     args.push('--data', body);
-    if (body !== exchange.requestBody) return `${args.map(shellQuote).join(' ')}  # body cut: ${exchange.requestBody.length - maxBody} more characters`;
+    if (body !== exchange.requestBody) return `${args.map(shellQuote).join(' ')}  # ${t('wire.bodyCut', { n: exchange.requestBody.length - maxBody })}`;
   }
   return args.map(shellQuote).join(' ');
 }

@@ -205,6 +205,12 @@ test('show prints one step of the lab sheet; hint gives one more hint each time'
     assert.doesNotMatch(first.stdout, /Hint 2 of 3/);
     const second = await runCli(['hint', '03'], { cwd: tmp.dir });
     assert.match(second.stdout, /Hint 2 of 3 for 03 nokey: /);
+    const third = await runCli(['hint', '03'], { cwd: tmp.dir });
+    assert.match(third.stdout, /That was the last hint for 03/);
+    const past = await runCli(['hint', '03'], { cwd: tmp.dir });
+    assert.match(past.stdout, /Hint 3 of 3 for 03 nokey: /);
+    assert.match(past.stdout, /No more hints for 03: those are all 3\. .*--reset starts again/, 'past the last hint, it says there are no more');
+    assert.doesNotMatch(past.stdout, /That was the last hint/);
   } finally {
     tmp.remove();
   }

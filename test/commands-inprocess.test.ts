@@ -226,3 +226,38 @@ test('watch in process with a keys side: the footer offers the keys, h shows a h
     ws.remove();
   }
 });
+
+test('watch in process: a save of the last step\'s file while its check runs does not check the next step once watch moved on', async () => {
+  const ws = fixtureWorkspace('reference');
+  const conflict = path.join(ws.dir, '04-conflict.txt');
+  const text04 = fs.readFileSync(conflict, 'utf8');
+  fs.rmSync(conflict);
+  const { updateState } = await import('../lab/workspace.js');
+  const now = new Date().toISOString();
+  updateState(ws.dir, (s) => {
+    s.steps = Object.fromEntries(['01', '02', '03'].map((id) => [id, { status: 'pass', checkedAt: now, passedAt: now }]));
+  });
+  const out = captureOutput();
+  const controller = new AbortController();
+  try {
+    const watching = watchCommand(undefined, { dir: ws.dir, out, debounceMs: 50, signal: controller.signal });
+    let at = await waitFor(out, /✗ 04 conflict[\s\S]*Watching server\.py and 04-conflict\.txt for step 04 conflict\./, 0, 30_000);
+    fs.writeFileSync(conflict, text04);
+    at = await waitFor(out, /Saved: 04-conflict\.txt\nChecking 04 conflict/, at, 30_000);
+    // Written again while 04's live check runs: the save is 04's, not a reason to check 05.
+    fs.writeFileSync(conflict, `${text04}\n`);
+    at = await waitFor(out, /Next: 05 race[\s\S]*Watching/, at, 30_000);
+    const next = at;
+    fs.writeFileSync(path.join(ws.dir, '05-race.txt'), fs.readFileSync(path.join(ws.dir, '05-race.txt'), 'utf8') + '\n');
+    await waitFor(out, /Saved: [^\n]*05-race\.txt\nChecking 05 race[\s\S]*05 race[\s\S]*Watching/, next, 60_000);
+    controller.abort();
+    assert.equal(await watching, 0);
+    const after = plain(out.stdout()).slice(next);
+    assert.doesNotMatch(after, /04-conflict\.txt/, `no check of 05 for a save of 04's file:\n${after}`);
+    assert.equal((after.match(/^Checking 05 race/gm) ?? []).length, 1, after);
+    assert.deepEqual(serversUnder(ws.dir), []);
+  } finally {
+    controller.abort();
+    ws.remove();
+  }
+});

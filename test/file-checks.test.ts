@@ -31,6 +31,7 @@ const PASSES: Record<string, { sentence: RegExp; warnings?: RegExp[] }> = {
   '03-nokey/pass-curl-i-no-key.txt': { sentence: /without a key refused with 400 \(line 3\)/ },
   '03-nokey/pass-curl-multiline.txt': { sentence: /without a key refused with 400 \(line 5\)/ },
   '03-nokey/pass-curl-v-empty-header.txt': { sentence: /without a key refused with 400 \(line 14\)/ },
+  '03-nokey/pass-ko-probe-output.txt': { sentence: /without a key refused with 400 \(line 3\)/ },
 
   '04-conflict/pass-probe-sh.txt': { sentence: /refused with 422 \(line 9\)/ },
   '04-conflict/pass-curl-v.txt': { sentence: /refused with 422 \(line 14\)/ },
@@ -113,6 +114,10 @@ const FAIL_REASONS: Record<string, RegExp> = {
   '03-nokey/fail-empty-key-201.txt': /shows a request with an empty key answered 201: it must be refused with 400/,
   '03-nokey/fail-keyed-400-only.txt': /must show the server answering HTTP 400 to a request without an Idempotency-Key/,
   '03-nokey/fail-curl-v-keyless-201.txt': /shows a request without a key answered 201/,
+  // probe output in Korean and Chinese marks a missing and an empty key in its own words.
+  '03-nokey/fail-ko-keyless-201.txt': /shows a request without a key answered 201: it must be refused with 400/,
+  '03-nokey/fail-zh-keyless-201.txt': /shows a request without a key answered 201: it must be refused with 400/,
+  '03-nokey/fail-zh-empty-key-201.txt': /shows a request with an empty key answered 201: it must be refused with 400/,
 
   '04-conflict/fail-prose-422-replayed-201.txt': /must show the server answering HTTP 422/,
   '04-conflict/fail-400-instead.txt': /must show the server answering HTTP 422/,

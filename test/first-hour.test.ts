@@ -256,15 +256,15 @@ test('identical exchanges are shown once with a count; a repeated traceback once
   const log = [...Array.from({ length: 9 }, (_, i) => [`127.0.0.1 - - [01/Dec/2026 10:00:0${i}] handle_pay failed: RuntimeError('boom')`, ...traceback]).flat(), '127.0.0.1 - - [01/Dec/2026 10:00:09] "POST /pay HTTP/1.1" 201 -'];
   assert.deepEqual(collapseServerOutput(log.join('\n')), [
     "127.0.0.1 - - [01/Dec/2026 10:00:00] handle_pay failed: RuntimeError('boom')",
-    '  ×8, the same',
+    '  (same as above, 8 more)',
     ...traceback,
-    '  ×8, the same',
+    '  (same as above, 8 more)',
     '127.0.0.1 - - [01/Dec/2026 10:00:09] "POST /pay HTTP/1.1" 201 -',
   ]);
 
   // Output kept as a tail: the end of a traceback cut at its start counts as the whole one shown later.
   const cut = [...traceback.slice(2), ...log.slice(-6)];
-  const whole = [log[log.length - 6], ...traceback, '  ×1, the same', log[log.length - 1]];
+  const whole = [log[log.length - 6], ...traceback, '  (same as above, 1 more)', log[log.length - 1]];
   assert.deepEqual(collapseServerOutput(cut.join('\n')), whole);
   // The same, labelled by server (printed.ts): each line keeps its label, the count gets it too.
   assert.deepEqual(collapseServerOutput(cut.map((l) => `[A] ${l}`).join('\n')), whole.map((l) => `[A] ${l}`));
@@ -274,7 +274,7 @@ test('identical exchanges are shown once with a count; a repeated traceback once
   try {
     const run = await runCli(['check', '05'], { cwd: ws.dir });
     assert.equal(run.exitCode, 1);
-    assert.match(run.stdout, /×\d+, the same/);
+    assert.match(run.stdout, /\(same as above, \d+ more\)/);
     const tracebacks = run.stdout.match(/^ +\[[A-Z]\] RuntimeError: another request with this Idempotency-Key is in flight$/gm) ?? [];
     assert.equal(tracebacks.length, 1, run.stdout);
     assert.doesNotMatch(run.stdout, /\\x0a/);

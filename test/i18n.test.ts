@@ -166,8 +166,9 @@ test('LANG=zh_CN.UTF-8 prints Chinese; a workspace started in Korean stays Korea
     const english = await runCli(['show', '01', '--lang', 'en'], { cwd: tmp.dir });
     assert.match(english.stdout, /^## 01 · Reproduce the duplicate charge/, '--lang wins over the workspace');
     const fr = await runCli(['show', '01', '--lang', 'fr'], { cwd: tmp.dir });
-    assert.match(fr.stderr, /"fr" 언어로 된 실습은 없습니다/);
-    assert.match(fr.stdout, /^## 01 · 중복 결제 재현하기/);
+    assert.equal(fr.exitCode, 2, 'an unknown --lang is a usage error');
+    assert.match(fr.stderr, /"fr" 언어로 된 실습은 없습니다\. en, ko, zh 중에서 고르세요/);
+    assert.equal(fr.stdout, '', 'nothing runs in a language not asked for');
   } finally {
     const { pid } = readState(tmp.dir);
     if (pid) {

@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { RACE_ROUNDS } from '../steps/basic/05-race.js';
 import { RACE_SIZE } from '../grader/race.js';
+import { SPLIT_DB_MS } from '../steps/basic/06-persist.js';
 import { checkTimeouts } from '../grader/http.js';
 import { LAB_DIR } from '../lab/paths.js';
 import { sheetSection } from '../lab/sheet.js';
@@ -20,6 +21,8 @@ const QUOTED: Array<{ step: string; what: string; value: number; en: RegExp; ko:
   { step: '05', what: 'rounds of the live check', value: RACE_ROUNDS + 2, en: /Live: (\d+) rounds of/, ko: /동시 요청 \d+개를 (\d+)번 보냅니다/, zh: /实时检查进行 (\d+) 轮/ },
   { step: '05', what: 'simultaneous requests per round', value: RACE_SIZE, en: /rounds of (\d+) simultaneous requests/, ko: /동시 요청 (\d+)개를/, zh: /同时发送 (\d+) 个\s*请求/ },
   { step: '05', what: 'seconds each request has to be answered', value: checkTimeouts().answerMs / 1000, en: /answer every request within (\d+) seconds/, ko: /모든 요청은 (\d+)초 안에/, zh: /在 (\d+) 秒内得到/ },
+  { step: '06', what: 'simultaneous requests across instances', value: RACE_SIZE, en: /3\. A race across instances: (\d+) simultaneous/, ko: /3\. 인스턴스 사이의 경쟁: .*동시 요청 (\d+)개/, zh: /3\. 实例之间的竞争：.*的 (\d+) 个并发请求/ },
+  { step: '06', what: 'ms each statement of the slow database is late', value: SPLIT_DB_MS, en: /every SQL statement answers (\d+) ms late/, ko: /SQL 문마다 (\d+) ms 늦게/, zh: /每条 SQL 语句都晚 (\d+) 毫秒/ },
 ];
 
 test('the numbers each sheet quotes are the constants its step checks with, in every language', () => {

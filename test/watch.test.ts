@@ -200,6 +200,13 @@ test('watch N on a step that already passes keeps watching it while the learner 
     fs.appendFileSync(path.join(ws.dir, 'server.py'), '\n# refactored\n');
     screen = await term.waitFor(/Saved: server\.py[\s\S]*✓ 02 replay[\s\S]*Step 02 still passes[\s\S]*Watching server\.py for step 02 replay/, 30_000);
     assert.doesNotMatch(screen, /Next: /);
+    // A refactor that breaks it, then the fix: the step "passes again", not "still passes".
+    const reference = fs.readFileSync(path.join(ws.dir, 'server.py'), 'utf8');
+    fs.writeFileSync(path.join(ws.dir, 'server.py'), serverSource('starter'));
+    screen = await term.waitFor(/Saved: server\.py[\s\S]*✗ 02 replay[\s\S]*Watching server\.py for step 02 replay/, 30_000);
+    fs.writeFileSync(path.join(ws.dir, 'server.py'), reference);
+    screen = await term.waitFor(/Saved: server\.py[\s\S]*✓ 02 replay[\s\S]*Step 02 passes again; watch stays on it[\s\S]*Watching server\.py for step 02 replay/, 30_000);
+    assert.doesNotMatch(screen, /still passes|Next: /);
     term.type('q');
     await term.waitFor(/\[exited 0\]/);
     assert.deepEqual(serversUnder(ws.dir), []);

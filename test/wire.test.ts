@@ -5,7 +5,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { Chalk } from 'chalk';
-import { curlCommand, shellQuote } from '../grader/wire.js';
+import { curlCommand, formatExchange, formatRequestLine, shellQuote } from '../grader/wire.js';
+import { parsePaste } from '../grader/paste.js';
+import { serverTimeZone } from '../grader/seed.js';
+import { setLanguage } from '../i18n/index.js';
 import { formatProgress, formatResult, progressBar } from '../grader/reporters/human.js';
 import type { Exchange, StepResult } from '../grader/types.js';
 
@@ -66,4 +69,35 @@ test('the progress bar has one square per step', () => {
   assert.equal(progressBar(0, 8), '□□□□□□□□');
   assert.equal(progressBar(8, 8), '■■■■■■■■');
   assert.equal(formatProgress(3, 8, new Chalk({ level: 0 })), 'Progress: 3 of 8 steps pass. ■■■□□□□□');
+});
+
+test('a transcript speaks the language of the learner (no key, empty key, a cut body) and reads back as the same request', () => {
+  setLanguage('ko');
+  try {
+    assert.equal(formatRequestLine(pay({ key: undefined })), 'POST /pay  (Idempotency-Key 없음)  {"user":"u1","amount":1000}');
+    assert.equal(formatRequestLine(pay({ key: '' })), 'POST /pay  Idempotency-Key: (빈 값)  {"user":"u1","amount":1000}');
+    assert.match(formatExchange(pay({ responseBody: 'y'.repeat(1000) }), 400).join('\n'), /y{400}… \(글자 600개 더 있음\)$/);
+    assert.match(curlCommand(pay({ requestBody: 'x'.repeat(50) }), 8000, 10), /# 본문 잘림: 글자 40개 더 있음$/);
+    const keyless = parsePaste([...formatExchange(pay({ key: undefined })), ...formatExchange(pay({ key: '' }))].join('\n'));
+    assert.deepEqual(keyless.responses.map((r) => r.key), [null, '']);
+  } finally {
+    setLanguage('en');
+  }
+  setLanguage('zh');
+  try {
+    assert.equal(formatRequestLine(pay({ key: undefined })), 'POST /pay  （没有 Idempotency-Key）  {"user":"u1","amount":1000}');
+    const keyless = parsePaste([...formatExchange(pay({ key: undefined })), ...formatExchange(pay({ key: '' }))].join('\n'));
+    assert.deepEqual(keyless.responses.map((r) => r.key), [null, '']);
+  } finally {
+    setLanguage('en');
+  }
+});
+
+const verdictOf = (over: Partial<StepResult>): StepResult => ({ id: '02', slug: 'replay', title: 'Replay', status: 'fail', message: 'm', details: [], warnings: [], exchanges: [], ms: 1, ...over });
+
+test("a live step's server output is headed with the time zone its servers ran in, which the log's local times follow", () => {
+  const live = formatResult(verdictOf({ seed: 7, serverOutput: '[A] 127.0.0.1 - - [05/Dec/2026 20:55:13] "POST /pay HTTP/1.1" 201 -' }), new Chalk({ level: 0 }));
+  assert.match(live, new RegExp(`The server printed \\(last lines; it ran with TZ=${serverTimeZone(7)}, so its log shows that zone's local time\\):`));
+  const fileOnly = formatResult(verdictOf({ serverOutput: '[A] hello' }), new Chalk({ level: 0 }));
+  assert.match(fileOnly, /The server printed \(last lines\):/);
 });

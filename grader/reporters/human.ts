@@ -5,6 +5,7 @@ import type { Exchange, StepResult } from '../types.js';
 import { splitLabel } from '../printed.js';
 import { formatPoints, type GradeReport } from '../grading.js';
 import { visible, visibleDeep } from '../visible.js';
+import { serverTimeZone } from '../seed.js';
 
 /**
  * A chalk that colours only when `stream` is a terminal and NO_COLOR is unset or empty
@@ -211,7 +212,9 @@ export function formatResult(given: StepResult, c: ChalkInstance, options: Resul
     lines.push(...indent(result.ledger.length ? formatLedger(result.ledger) : [t('report.ledger.none')], '      '));
   }
   if (result.serverOutput) {
-    lines.push(...indent([c.bold(t('report.serverOutput'))]));
+    // A live step's servers ran under the seed's time zone: name it, or the log's local times look wrong.
+    const heading = result.seed !== undefined ? t('report.serverOutput.zone', { zone: serverTimeZone(result.seed) }) : t('report.serverOutput');
+    lines.push(...indent([c.bold(heading)]));
     lines.push(...indent(collapseServerOutput(result.serverOutput).slice(-SERVER_OUTPUT_LINES), '      '));
   }
   for (const warning of result.warnings) lines.push(...indent([c.yellow(t('report.note', { warning }))]));
