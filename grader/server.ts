@@ -11,7 +11,7 @@ import { labelledOutput, PrintedTail, type PrintedLine } from './printed.js';
 import { loadHttpClient, send } from './http.js';
 import { chargeMs } from './limits.js';
 import { atExit } from './cleanup.js';
-import { bwrapArgs, dropPrivileges, prlimitArgs, sandboxOwner, type Sandbox } from './sandbox.js';
+import { bwrapArgs, dropPrivileges, podHostname, prlimitArgs, sandboxOwner, withPidOffset, type Sandbox } from './sandbox.js';
 import { chownTree } from './safe-copy.js';
 import { CheckCgroup } from './cgroup.js';
 import { interpreterPath } from './prewarm.js';
@@ -636,13 +636,16 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const socketPath = socketDir && path.join(socketDir, `${options.label}-${port}.sock`);
   const relay = relayCommand(command.file, owner !== undefined);
   const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, [command.file, ...command.args]) : [command.file, ...command.args];
-  const inner = socketPath ? [...relay.command, socketPath, String(port), ...server] : server;
+  // In a sandbox, each start its own host name and pids (podHostname, withPidOffset): pods
+  // are told apart. The pids used up before the relay execs push the server it forks
+  // further on; without a relay (no network namespace) the server keeps the first pid.
+  const inner = socketPath ? withPidOffset([...relay.command, socketPath, String(port), ...server]) : server;
   // Writable: the pod's own folder (HOME, /tmp, its working folder) and its database's
   // folders, bound like the relay's socket folder; then the read-only binds over them.
   const [writable, ...databaseDirs] = options.writable?.length ? options.writable : [scratch];
   const extraWritable = databaseDirs.filter((dir) => dir !== writable && !dir.startsWith(writable + path.sep));
   const readOnly = (options.readOnly ?? []).flatMap(([source, dest]) => ['--ro-bind', source, dest]);
-  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? []), ...(options.gateSocket ? [path.dirname(options.gateSocket)] : [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable]), ...readOnly, '--', ...inner];
+  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? []), ...(options.gateSocket ? [path.dirname(options.gateSocket)] : [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable], podHostname()), ...readOnly, '--', ...inner];
   let [file, args] = !sandbox || !sandboxArgs
     ? withParentDeath(command.file, command.args)
     : owner
