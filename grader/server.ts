@@ -29,6 +29,18 @@ export interface ServerCommand {
   sandbox?: Sandbox;
 }
 
+/**
+ * How a start-up failure names the server (issue 20: a Node server is not `python3
+ * server.py`): `server` is the file it runs (the first argument that is not an option, or
+ * the program when it has none) and `command` its command line, the program by its base
+ * name (`node server.mjs`, `python3 server.py`).
+ */
+export function commandNames(command: ServerCommand): { server: string; command: string } {
+  const program = path.basename(command.file);
+  const file = command.args.find((a) => !a.startsWith('-'));
+  return { server: file ?? program, command: [program, ...command.args].join(' ') };
+}
+
 /** The server contract's command: `python3 server.py`. */
 export const DEFAULT_COMMAND: ServerCommand = { file: 'python3', args: ['server.py'] };
 
@@ -248,6 +260,8 @@ export class ServerInstance implements Ending {
    * outlives the sandbox, and nothing can be left running after it (see kill).
    */
   sandboxed = false;
+  /** The file it runs and its command line, as start-up failures name them (commandNames). */
+  names = commandNames(DEFAULT_COMMAND);
   private exitInfo: { code?: number; signal?: string } | undefined;
   private readonly exited: Promise<void>;
 
@@ -662,6 +676,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
   if (socketPath) instance.socketPath = socketPath;
   instance.sandboxed = sandbox !== undefined;
+  instance.names = commandNames(command);
   running.add(instance);
   reservedPorts.add(port);
   return instance;
@@ -713,15 +728,15 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
   if (readiness === 'ready') return;
   if (readiness === 'ended') {
     throw new ServerStartFailed(
-      t('check.serverExited', { how: String(instance.exitDescription), port: instance.port }),
+      t('check.serverExited', { how: String(instance.exitDescription), port: instance.port, server: instance.names.server }),
       t('check.serverExited.why'),
-      { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
+      { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath, command: instance.names.command })] },
     );
   }
   throw new ServerStartFailed(
-    t('check.noHealth', { port: instance.port, seconds: timeoutMs / 1000, last: lastAnswer }),
+    t('check.noHealth', { port: instance.port, seconds: timeoutMs / 1000, last: lastAnswer, server: instance.names.server }),
     t('check.noHealth.why'),
-    { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
+    { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath, command: instance.names.command })] },
   );
 }
 

@@ -8,6 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { expectReplay, expectStatus } from '../grader/expect-http.js';
+import { commandNames } from '../grader/server.js';
 import { CheckFailed } from '../grader/failure.js';
 import { doubledWhy } from '../grader/race.js';
 import { t } from '../i18n/index.js';
@@ -68,4 +69,12 @@ test('a race that charged more often than it answered 201 is a refusal that fell
   // Every charged request answered 201 (each saw "no key yet"): the check-then-insert reason.
   const all201 = Array.from({ length: 10 }, () => exchange(201, payment));
   assert.equal(doubledWhy(all201, 3), t('check.race.rows.why', { size: 10 }));
+});
+
+test('a start-up failure names the server the workspace runs: server.mjs and node for a Node server, not python3 server.py', () => {
+  assert.deepEqual(commandNames({ file: '/usr/local/bin/node', args: ['server.mjs'] }), { server: 'server.mjs', command: 'node server.mjs' });
+  assert.deepEqual(commandNames({ file: '/usr/bin/python3', args: ['-u', 'server.py'] }), { server: 'server.py', command: 'python3 -u server.py' });
+  const exited = t('check.serverExited', { how: 'exit code 1', port: 4100, server: 'server.mjs' });
+  assert.match(exited, /^server\.mjs exited/);
+  assert.doesNotMatch(t('check.startedAs', { port: 4100, db: '/tmp/lab.db', command: 'node server.mjs' }), /python3/);
 });
