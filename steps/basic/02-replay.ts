@@ -12,7 +12,7 @@ import type { Step } from '../../grader/track.js';
  * allows) and differ only in the last, or hold `/`, `.`, `:` or a space; and keys as a web
  * framework's helpers would rewrite them: `%41` beside the `A` it decodes to, `+` beside
  * the space URL-decoding makes of it, `%2B` beside `+` and `%2b` (URL-decoding, case
- * folding), one space, two spaces or none (stripping spaces). A server that folds case,
+ * folding), `%20` beside a space, one space, two spaces or none (stripping spaces). A server that folds case,
  * cuts keys short, URL-decodes them, strips their spaces or normalises their punctuation
  * makes two of them one payment. Keys are opaque (IETF Idempotency-Key draft, section 2:
  * the key is compared as sent). No key starts or ends with a space: HTTP takes those off
@@ -27,6 +27,7 @@ function distinctKeys(ctx: LiveContext): string[][] {
   const [a, b] = [ctx.data.word(8), ctx.data.word(8)];
   const [c, d] = [ctx.data.word(8), ctx.data.word(8)];
   const [e, f] = [ctx.data.word(8), ctx.data.word(8)];
+  const [g, h] = [ctx.data.word(8), ctx.data.word(8)];
   return [
     [`Ab${word}`, `aB${word}`],
     [`${prefix}x1`, `${prefix}y2`],
@@ -35,6 +36,7 @@ function distinctKeys(ctx: LiveContext): string[][] {
     [`${a}%41${b}`, `${a}A${b}`, `${a}+${b}`, `${a} ${b}`],
     [`${c}%2B${d}`, `${c}+${d}`, `${c}%2b${d}`, `${c.toUpperCase()}+${d}`],
     [`${e} ${f}`, `${e}${f}`, `${e}  ${f}`, `${e.toUpperCase()} ${f}`],
+    [`${g}%20${h}`, `${g} ${h}`],
   ];
 }
 
@@ -44,7 +46,7 @@ function distinctKeys(ctx: LiveContext): string[][] {
  * race round with its other payments): with the distinct keys, more than a server keeps
  * that holds only the newest few dozen keys.
  */
-export const LATER_PAYMENTS = 20;
+export const LATER_PAYMENTS = 16;
 
 /**
  * A first response is not a replay: Idempotency-Replayed (or Stripe's Idempotent-Replayed)
