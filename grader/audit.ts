@@ -12,7 +12,14 @@
  *   provider's: a server that keeps its records there keeps them outside IDEM_DB);
  * - the whole ledger must hold exactly one row per payment, under its key, user and
  *   amount, with the payment_id its answer gave: a row nobody paid for (a replay that
- *   inserts a keyless row) fails, and so does an answer whose payment_id is not its row's.
+ *   inserts a keyless row) fails, and so does an answer whose payment_id is not its row's,
+ *   and a row whose created_at is not the very text of its payment's charged_at;
+ * - no answer says it is a replay when it is not one (Idempotency-Replayed, or Stripe's
+ *   Idempotent-Replayed, `true`): every payment has at least one 201 that does not say so
+ *   (its first answer; "at least one", since a replay may reach the grader before the
+ *   first answer does), and no refusal (any answer but 201) says so. A headers dict kept
+ *   at module level, set by the first replay, marks every later answer: only a look at
+ *   every answer of the check sees it.
  */
 import { t } from '../i18n/index.js';
 import { CheckFailed } from './failure.js';
@@ -95,6 +102,15 @@ function idOf(exchange: Exchange): unknown {
   }
 }
 
+/** The charged_at an answer gave, when it gave one. */
+function chargedAtOf(exchange: Exchange): unknown {
+  try {
+    return (JSON.parse(exchange.responseBody ?? '') as { charged_at?: unknown }).charged_at;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The payment_id the first answer of a payment gave, when it gave one. */
 function answeredId(p: Payment): unknown {
   return idOf(p.first);
@@ -117,6 +133,43 @@ export function auditPayments(ctx: LiveContext): void {
     const { payments, refused } = paymentsOf(db.exchanges, ctx.keylessGrouping);
     auditStatement(db, payments, refused);
     auditLedger(ctx, db, payments);
+    auditReplayHeader(payments, refused);
+  }
+}
+
+/**
+ * The header by which an answer says it is a replay (`true`): Idempotency-Replayed, or
+ * Stripe's Idempotent-Replayed when only that one said so; undefined when none did.
+ */
+function replayHeader(exchange: Exchange): string | undefined {
+  const says = (v: string | undefined) => v?.trim().toLowerCase() === 'true';
+  if (exchange.replayedAlias !== undefined) {
+    return says(exchange.replayed) ? 'Idempotency-Replayed' : says(exchange.replayedAlias) ? 'Idempotent-Replayed' : undefined;
+  }
+  return says(exchange.replayed) ? (exchange.replayedName ?? 'Idempotency-Replayed') : undefined;
+}
+
+const saysReplayed = (exchange: Exchange) => replayHeader(exchange) !== undefined;
+
+/**
+ * No answer says it is a replay when it is not one: every payment has a 201 that does not
+ * say so, and no refusal says so.
+ * @throws CheckFailed naming the first payment all of whose 201s said so, or the first refusal that did
+ */
+function auditReplayHeader(payments: Payment[], refused: Map<string, Exchange[]>): void {
+  for (const p of payments) {
+    const answered = p.requests.filter((e) => e.status === 201);
+    if (answered.length > 0 && answered.every(saysReplayed)) {
+      throw new CheckFailed(t('check.audit.firstReplayed', { request: describeRequest(p.first), n: answered.length, header: replayHeader(p.first) ?? replayHeader(answered[0])! }), t('check.audit.firstReplayed.why'), {
+        exchanges: p.requests.slice(0, 6),
+      });
+    }
+  }
+  const refusal = [...refused.values()].flat().find((e) => e.status !== undefined && saysReplayed(e));
+  if (refusal) {
+    throw new CheckFailed(t('check.audit.refusalReplayed', { request: describeRequest(refusal), status: String(refusal.status), header: replayHeader(refusal)! }), t('check.audit.refusalReplayed.why'), {
+      exchanges: [refusal],
+    });
   }
 }
 
@@ -191,6 +244,17 @@ function auditLedger(ctx: LiveContext, db: CheckDatabase & { exchanges: Exchange
         t('check.audit.noRow', { request: describeRequest(p.first), user: JSON.stringify(p.body.user), amount: p.body.amount }),
         t('check.audit.noRow.why'),
         { exchanges: [p.first], ledger: rows },
+      );
+    }
+    // The contract: the ledger's created_at is the very text of the payment's charged_at
+    // (so it is ISO 8601 UTC to the millisecond with Z too, which paymentOf checked).
+    const row = unmatched[i];
+    const charged = chargedAtOf(p.first);
+    if (typeof charged === 'string' && row.created_at !== charged) {
+      throw new CheckFailed(
+        t('check.audit.createdAt', { id: row.payment_id, created: JSON.stringify(row.created_at), charged: JSON.stringify(charged) }),
+        t('check.audit.createdAt.why'),
+        { exchanges: [p.first], ledger: [row] },
       );
     }
     unmatched.splice(i, 1);

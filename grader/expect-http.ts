@@ -20,6 +20,8 @@ export function describeRequest(exchange: Exchange): string {
 
 /**
  * Requires an answer with the given status.
+ * @param why why the expected status matters; replaced by what the observed one says when
+ *   the server failed inside (see observedWhy)
  * @throws CheckFailed naming the request when no answer came or the status differs
  */
 export function expectStatus(exchange: Exchange, status: number, expected: string, why: string): void {
@@ -28,7 +30,24 @@ export function expectStatus(exchange: Exchange, status: number, expected: strin
       exchanges: [exchange],
     });
   }
-  if (exchange.status !== status) throw new CheckFailed(expected, why, { exchanges: [exchange], details: [t('check.expectedStatus', { expected: status, got: String(exchange.status) })] });
+  if (exchange.status !== status) {
+    throw new CheckFailed(expected, observedWhy(exchange, why), { exchanges: [exchange], details: [t('check.expectedStatus', { expected: status, got: String(exchange.status) })] });
+  }
+}
+
+/** An error of sqlite's lock in an answer's body: the lock was held longer than the connection waits. */
+const DATABASE_LOCKED = /database (table )?is locked|SQLITE_BUSY|database is busy/i;
+
+/**
+ * Why a wrong status matters, chosen by what was observed: an answer of 5xx is the server
+ * failing inside, whatever the check was about (a 500 "database is locked" in step 02 is
+ * sqlite's lock, not a key compared wrongly), and its body's error is looked at for
+ * sqlite's lock; any other status keeps `why`, the reason the expected status matters.
+ */
+export function observedWhy(exchange: Exchange, why: string): string {
+  if (exchange.status === undefined || exchange.status < 500) return why;
+  const said = exchange.responseBody ?? '';
+  return DATABASE_LOCKED.test(said) ? t('check.serverError.locked.why', { status: exchange.status }) : t('check.serverError.why', { status: exchange.status });
 }
 
 /** A whole number as JSON writes it (`4210`, not `4210.0` or `"4210"`), for the field of a raw body. */
@@ -94,6 +113,17 @@ export function differences(a: Record<string, unknown>, b: Record<string, unknow
 }
 
 /**
+ * Why a 422 to a retry of a 201 matters, by where it was sent: to another process (another
+ * instance, or the same label after a restart: another port) a fingerprint that changes
+ * from process to process is the likely cause (Python's salted hash()); to the very process
+ * that answered the first, a salted hash cannot differ, so the record itself was changed
+ * or replaced, or the fingerprint is not of the body's fields alone.
+ */
+function replay422Why(first: Exchange, retry: Exchange): string {
+  return first.server === retry.server && first.port === retry.port ? t('check.replay422.sameProcess.why') : t('check.replay422.why');
+}
+
+/**
  * Requires `retry` to have answered exactly what `first` answered: same status, same body.
  * @throws CheckFailed listing the fields that differ
  */
@@ -103,7 +133,7 @@ export function expectReplay(first: Exchange, retry: Exchange, why: string): voi
     retry,
     first.status ?? 201,
     t('check.replayStatus', { first: String(first.status), got: String(retry.status) }),
-    retry.status === 409 ? t('check.stuckInFlight.why') : retry.status === 422 && (first.status ?? 201) === 201 ? t('check.replay422.why') : why,
+    retry.status === 409 ? t('check.stuckInFlight.why') : retry.status === 422 && (first.status ?? 201) === 201 ? replay422Why(first, retry) : why,
   );
   const a = paymentOf(first);
   // What differs from the first answer is said first; then the retry must be a payment itself.

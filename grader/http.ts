@@ -216,6 +216,11 @@ export async function sendOn(
     const stripe = headerText(res.headers['idempotent-replayed']);
     if (ours !== undefined || stripe !== undefined) exchange.replayed = ours ?? stripe;
     if (ours !== undefined && stripe !== undefined) exchange.replayedAlias = stripe;
+    if (ours === undefined && stripe !== undefined) exchange.replayedName = 'Idempotent-Replayed';
+    // Headers named like a replay header that is not one (a misspelling): shown, so a
+    // verdict on a missing header can name what the server sent instead.
+    const like = Object.entries(res.headers).filter(([name]) => /replay/i.test(name) && name !== 'idempotency-replayed' && name !== 'idempotent-replayed');
+    if (like.length > 0) exchange.replayLike = like.map(([name, value]) => `${name}: ${headerText(value)}`).join('; ').slice(0, 200);
     const location = res.headers.location;
     if (location !== undefined) exchange.location = Array.isArray(location) ? location.join(', ') : location;
     const { text, truncated } = await readBounded(res.body, MAX_BODY_BYTES);

@@ -83,7 +83,7 @@ export async function raceRound(
   if (rows.length > 1 || charges.length > 1) {
     throw new CheckFailed(
       t('check.race.doubled', { name, charges: charges.length, rows: rows.length, size: RACE_SIZE, where: at }),
-      t('check.race.rows.why', { size: RACE_SIZE }),
+      doubledWhy(exchanges, charges.length),
       { exchanges, ledger: rows, details: charges.map(describeCharge) },
     );
   }
@@ -118,4 +118,18 @@ export async function raceRound(
   expectRows(ctx, key, 1, exchanges, why, servers[0]);
   expectCharges(ctx, body, 1, exchanges, why, servers[0]);
   return { key, body, extra: all.slice(RACE_SIZE) };
+}
+
+/**
+ * Why a race that charged more than once matters, by what its answers were: more charges
+ * than answers 201 means a request that was refused (409, or another status) still
+ * reached charge(), a refusal that falls through; otherwise every charged request saw "no
+ * key yet" (a check-then-insert).
+ * @param charges how many charges the provider made for the raced body
+ */
+export function doubledWhy(exchanges: Exchange[], charges: number): string {
+  const paid = exchanges.filter((e) => e.status === 201).length;
+  const refused = exchanges.find((e) => e.status !== undefined && e.status !== 201);
+  if (refused && charges > paid) return t('check.race.refusedCharged.why', { status: refused.status!, charges, paid });
+  return t('check.race.rows.why', { size: RACE_SIZE });
 }

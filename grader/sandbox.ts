@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
 
 /** --sandbox: `required` fails when no sandbox starts, `auto` runs without one then, `off` never uses one. */
 export type SandboxMode = 'auto' | 'required' | 'off';
@@ -156,8 +156,10 @@ export function installationOf(file: string, masked: Iterable<string>): string |
  * inside `writable` that the server sees as a writable /tmp; without it /tmp is an empty
  * read-only folder. `sockets`: folders of the grader's bound in writable for the relay.
  */
-export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file: string, readable: string[] = [], tmp?: string, sockets: string[] = []): string[] {
+export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file: string, readable: string[] = [], tmp?: string, sockets: string[] = [], hostname?: string): string[] {
   const args = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc'];
+  // A host name of its own (podHostname): two pods of one deployment are told apart by it.
+  if (hostname) args.push('--hostname', hostname);
   // /dev/shm: a tmpfs of its own, capped (memory a server could otherwise fill without bound).
   args.push('--perms', '1777', '--size', String(sandbox.limits.shmBytes ?? DEFAULT_SHM_BYTES), '--tmpfs', '/dev/shm');
   if (sandbox.network === 'private') args.push('--unshare-net');
@@ -214,6 +216,35 @@ export function bwrapArgs(sandbox: Sandbox, writable: string, cwd: string, file:
   // own user (dropPrivileges); that user holds none, and no_new_privs keeps it so.
   if (process.getuid?.() === 0) args.push('--cap-drop', 'ALL', '--cap-add', 'CAP_SETUID', '--cap-add', 'CAP_SETGID');
   return args;
+}
+
+/**
+ * The host name of one sandboxed server start, as a pod of a deployment has one of its
+ * own: the machine's name (at most 40 characters) and 6 random hex digits. A server that
+ * tells its instances apart by host name (a record scoped by it) sees each start, a
+ * restart too, as another instance, as it would under Kubernetes.
+ */
+export function podHostname(): string {
+  const base = (os.hostname().split('.')[0] || 'host').replace(/[^A-Za-z0-9-]/g, '').slice(0, 40) || 'host';
+  return `${base}-${randomBytes(3).toString('hex')}`;
+}
+
+/** The most process ids a sandboxed start uses up before the server starts (withPidOffset): the offset is drawn from 1 to this. */
+export const PID_OFFSET_MAX = 24;
+
+/**
+ * `command` behind a shell that first uses up 1 to PID_OFFSET_MAX process ids (forks that
+ * exit at once), drawn per start, then execs it: a process `command` forks (the server,
+ * behind its relay) gets a pid that many further on. In a pid namespace of its own every
+ * sandboxed server would otherwise get the same small pid, so a record scoped by pid (a
+ * claim's owner, a per-process key) would look shared by every instance and every
+ * restart; with the offset two starts see different pids, as two pods or a restarted
+ * process do. The forks cost about a millisecond each. (The shell's own pid, which an
+ * exec keeps, does not move: the offset reaches only what `command` starts.)
+ */
+export function withPidOffset(command: string[], offset = 1 + randomInt(PID_OFFSET_MAX)): string[] {
+  const burn = `i=0; while [ "$i" -lt ${offset} ]; do (:); i=$((i+1)); done; exec "$@"`;
+  return ['/bin/sh', '-c', burn, 'sh', ...command];
 }
 
 /** The first uid (and gid) of the range sandboxed servers run as when the grader is root; no login uses it. */

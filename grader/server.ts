@@ -11,7 +11,7 @@ import { labelledOutput, PrintedTail, type PrintedLine } from './printed.js';
 import { loadHttpClient, send } from './http.js';
 import { chargeMs } from './limits.js';
 import { atExit } from './cleanup.js';
-import { bwrapArgs, dropPrivileges, prlimitArgs, sandboxOwner, type Sandbox } from './sandbox.js';
+import { bwrapArgs, dropPrivileges, podHostname, prlimitArgs, sandboxOwner, withPidOffset, type Sandbox } from './sandbox.js';
 import { chownTree } from './safe-copy.js';
 import { CheckCgroup } from './cgroup.js';
 import { interpreterPath } from './prewarm.js';
@@ -27,6 +27,18 @@ export interface ServerCommand {
    * its IDEM_DB, the only folder it can write.
    */
   sandbox?: Sandbox;
+}
+
+/**
+ * How a start-up failure names the server (issue 20: a Node server is not `python3
+ * server.py`): `server` is the file it runs (the first argument that is not an option, or
+ * the program when it has none) and `command` its command line, the program by its base
+ * name (`node server.mjs`, `python3 server.py`).
+ */
+export function commandNames(command: ServerCommand): { server: string; command: string } {
+  const program = path.basename(command.file);
+  const file = command.args.find((a) => !a.startsWith('-'));
+  return { server: file ?? program, command: [program, ...command.args].join(' ') };
 }
 
 /** The server contract's command: `python3 server.py`. */
@@ -248,6 +260,8 @@ export class ServerInstance implements Ending {
    * outlives the sandbox, and nothing can be left running after it (see kill).
    */
   sandboxed = false;
+  /** The file it runs and its command line, as start-up failures name them (commandNames). */
+  names = commandNames(DEFAULT_COMMAND);
   private exitInfo: { code?: number; signal?: string } | undefined;
   private readonly exited: Promise<void>;
 
@@ -636,13 +650,16 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const socketPath = socketDir && path.join(socketDir, `${options.label}-${port}.sock`);
   const relay = relayCommand(command.file, owner !== undefined);
   const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, [command.file, ...command.args]) : [command.file, ...command.args];
-  const inner = socketPath ? [...relay.command, socketPath, String(port), ...server] : server;
+  // In a sandbox, each start its own host name and pids (podHostname, withPidOffset): pods
+  // are told apart. The pids used up before the relay execs push the server it forks
+  // further on; without a relay (no network namespace) the server keeps the first pid.
+  const inner = socketPath ? withPidOffset([...relay.command, socketPath, String(port), ...server]) : server;
   // Writable: the pod's own folder (HOME, /tmp, its working folder) and its database's
   // folders, bound like the relay's socket folder; then the read-only binds over them.
   const [writable, ...databaseDirs] = options.writable?.length ? options.writable : [scratch];
   const extraWritable = databaseDirs.filter((dir) => dir !== writable && !dir.startsWith(writable + path.sep));
   const readOnly = (options.readOnly ?? []).flatMap(([source, dest]) => ['--ro-bind', source, dest]);
-  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? []), ...(options.gateSocket ? [path.dirname(options.gateSocket)] : [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable]), ...readOnly, '--', ...inner];
+  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? []), ...(options.gateSocket ? [path.dirname(options.gateSocket)] : [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable], podHostname()), ...readOnly, '--', ...inner];
   let [file, args] = !sandbox || !sandboxArgs
     ? withParentDeath(command.file, command.args)
     : owner
@@ -659,6 +676,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const instance = new ServerInstance(subprocess, options.label, port, options.dbPath);
   if (socketPath) instance.socketPath = socketPath;
   instance.sandboxed = sandbox !== undefined;
+  instance.names = commandNames(command);
   running.add(instance);
   reservedPorts.add(port);
   return instance;
@@ -710,15 +728,15 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
   if (readiness === 'ready') return;
   if (readiness === 'ended') {
     throw new ServerStartFailed(
-      t('check.serverExited', { how: String(instance.exitDescription), port: instance.port }),
+      t('check.serverExited', { how: String(instance.exitDescription), port: instance.port, server: instance.names.server }),
       t('check.serverExited.why'),
-      { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
+      { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath, command: instance.names.command })] },
     );
   }
   throw new ServerStartFailed(
-    t('check.noHealth', { port: instance.port, seconds: timeoutMs / 1000, last: lastAnswer }),
+    t('check.noHealth', { port: instance.port, seconds: timeoutMs / 1000, last: lastAnswer, server: instance.names.server }),
     t('check.noHealth.why'),
-    { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath })] },
+    { serverOutput: labelledOutput([instance]), details: [t('check.startedAs', { port: instance.port, db: instance.dbPath, command: instance.names.command })] },
   );
 }
 

@@ -33,6 +33,10 @@ export interface Exchange {
   replayed?: string;
   /** Stripe's Idempotent-Replayed header, when the server sent it beside Idempotency-Replayed. */
   replayedAlias?: string;
+  /** The name of the header `replayed` came from when it was not Idempotency-Replayed: 'Idempotent-Replayed' (Stripe's), alone. */
+  replayedName?: string;
+  /** Headers named like a replay header that are neither of the two (a misspelling, e.g. `idempotency-replay: true`), as `name: value` pairs joined by '; ' (names in lower case, at most 200 characters). */
+  replayLike?: string;
   /** The Location response header (RFC 9110 §10.2.2: the resource a 201 created), when the server sent one. */
   location?: string;
   /** The response body as text (at most its first 64 KB, see `truncated`). */

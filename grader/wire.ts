@@ -75,7 +75,8 @@ export function formatExchange(exchange: Exchange, maxBody = Infinity): string[]
     return lines;
   }
   lines.push(`HTTP ${exchange.status} ${http.STATUS_CODES[exchange.status] ?? ''}`.trimEnd());
-  if (exchange.replayed !== undefined) lines.push(`Idempotency-Replayed: ${exchange.replayed}`);
+  if (exchange.replayed !== undefined) lines.push(`${exchange.replayedName ?? 'Idempotency-Replayed'}: ${exchange.replayed}`);
+  if (exchange.replayLike !== undefined) lines.push(...exchange.replayLike.split('; '));
   if (exchange.replayedAlias !== undefined) lines.push(`Idempotent-Replayed: ${exchange.replayedAlias}`);
   if (exchange.location !== undefined) lines.push(`Location: ${exchange.location}`);
   if (exchange.responseBody) lines.push(shorten(exchange.responseBody, maxBody));

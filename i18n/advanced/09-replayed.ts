@@ -25,10 +25,11 @@ export const en = {
   'step.09.what.race': 'answer to a request of the race',
   'step.09.what.otherPod': 'retry on a second instance (B, on the same database)',
   'step.09.what.raceRefusal': 'refusal ({status}) in the race',
-  'step.09.pass': 'Every replay said Idempotency-Replayed: true ({count} in the race among them), and no first response or refusal did.',
-  'step.09.pass.raceRefused': 'Every replay said Idempotency-Replayed: true, and no first response or refusal did; in the race the others were told 409 while the first was in flight, which is right too.',
+  'step.09.pass': 'Every replay said {header}: true ({count} in the race among them), and no first response or refusal did.',
+  'step.09.pass.raceRefused': 'Every replay said {header}: true, and no first response or refusal did; in the race the others were told 409 while the first was in flight, which is right too.',
   'summary.09': 'a replay says so in a header, and a first answer never does: logs tell retries from new orders',
   'answer.09': 'Add Idempotency-Replayed: true to every answer read from a record, the ones that waited for a request in flight included; first answers and refusals get none.',
+  'step.09.noHeaderBut': 'missing (it sent {sent} instead)',
 } as const;
 
 /** 한국어. */
@@ -58,10 +59,11 @@ export const ko: Record<keyof typeof en, string> = {
   'step.09.what.race': '경쟁 라운드 요청에 대한 응답',
   'step.09.what.otherPod': '두 번째 인스턴스(같은 데이터베이스의 B)에 보낸 재시도',
   'step.09.what.raceRefusal': '경쟁 라운드의 거절({status})',
-  'step.09.pass': '재생마다 Idempotency-Replayed: true가 있었고(경쟁 라운드에서 {count}개), 첫 응답과 거절에는 없었습니다.',
-  'step.09.pass.raceRefused': '재생마다 Idempotency-Replayed: true가 있었고, 첫 응답과 거절에는 없었습니다. 경쟁 라운드에서 나머지 요청은 첫 요청이 처리 중인 동안 409를 받았는데, 이것도 맞습니다.',
+  'step.09.pass': '재생마다 {header}: true가 있었고(경쟁 라운드에서 {count}개), 첫 응답과 거절에는 없었습니다.',
+  'step.09.pass.raceRefused': '재생마다 {header}: true가 있었고, 첫 응답과 거절에는 없었습니다. 경쟁 라운드에서 나머지 요청은 첫 요청이 처리 중인 동안 409를 받았는데, 이것도 맞습니다.',
   'summary.09': '재생은 헤더로 스스로를 밝히고 첫 응답은 절대 그러지 않는다: 로그에서 재시도와 새 주문이 갈린다',
   'answer.09': '기록에서 읽어 온 응답에는 처리 중인 요청을 기다렸던 것까지 모두 Idempotency-Replayed: true를 붙이고, 첫 응답과 거절에는 붙이지 않습니다.',
+  'step.09.noHeaderBut': '없음(대신 {sent} 헤더를 보냄)',
 };
 
 /** 中文。 */
@@ -91,8 +93,9 @@ export const zh: Record<keyof typeof en, string> = {
   'step.09.what.race': '竞争回合中某个请求的响应',
   'step.09.what.otherPod': '发往第二个实例（同一数据库上的 B）的重试',
   'step.09.what.raceRefusal': '竞争回合中的拒绝（{status}）',
-  'step.09.pass': '每次重放都带 Idempotency-Replayed: true（竞争回合中有 {count} 次），第一次响应和拒绝都没有。',
-  'step.09.pass.raceRefused': '每次重放都带 Idempotency-Replayed: true，第一次响应和拒绝都没有；竞争回合中第一个请求还在处理时，其余请求得到 409，这同样正确。',
+  'step.09.pass': '每次重放都带 {header}: true（竞争回合中有 {count} 次），第一次响应和拒绝都没有。',
+  'step.09.pass.raceRefused': '每次重放都带 {header}: true，第一次响应和拒绝都没有；竞争回合中第一个请求还在处理时，其余请求得到 409，这同样正确。',
   'summary.09': '重放会用一个头说明自己，第一次响应从不这样：日志里能分清重试和新订单',
   'answer.09': '凡是从记录中读出的响应，包括等待过处理中请求的那些，都加上 Idempotency-Replayed: true；第一次响应和拒绝都不加。',
+  'step.09.noHeaderBut': '没有（它发的是 {sent}）',
 };

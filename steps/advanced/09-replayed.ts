@@ -47,7 +47,9 @@ export function notReplayed(exchange: Exchange, what: string): void {
 function replayed(first: Exchange, replay: Exchange, what: string): void {
   expectReplay(first, replay, t('step.09.replay.why'));
   if (!saysReplayed(replay)) {
-    throw new CheckFailed(t('step.09.unmarked', { what, value: replay.replayed ?? t('step.09.noHeader') }), t('step.09.unmarked.why'), { exchanges: [first, replay] });
+    // A header named like it (a misspelling) is named: "missing" alone would hide what the server did send.
+    const value = replay.replayed ?? (replay.replayLike !== undefined ? t('step.09.noHeaderBut', { sent: replay.replayLike }) : t('step.09.noHeader'));
+    throw new CheckFailed(t('step.09.unmarked', { what, value }), t('step.09.unmarked.why'), { exchanges: [first, replay] });
   }
 }
 
@@ -104,7 +106,9 @@ export const step: Step = {
     }
     for (const answer of answers) if (answer !== firsts[0]) replayed(firsts[0], answer, t('step.09.what.race'));
     // No replay in the race (the others were told 409 while the first was in flight) is no fault: say so, not "0".
-    return answers.length > 1 ? t('step.09.pass', { count: answers.length - 1 }) : t('step.09.pass.raceRefused');
+    // The pass names the header the server sent (Stripe's Idempotent-Replayed is taken as ours).
+    const header = retry.replayedAlias === undefined ? (retry.replayedName ?? 'Idempotency-Replayed') : 'Idempotency-Replayed';
+    return answers.length > 1 ? t('step.09.pass', { count: answers.length - 1, header }) : t('step.09.pass.raceRefused', { header });
   },
   get hints() {
     return [t('step.09.hint.1'), t('step.09.hint.2'), t('step.09.hint.3')];

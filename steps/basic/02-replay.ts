@@ -9,9 +9,14 @@ import type { Step } from '../../grader/track.js';
  * Keys that are different keys, each a payment of its own, in groups of keys that a
  * careless server takes for one: they differ only in case,
  * share a 200-character prefix, are 255 characters long (the longest the contract
- * allows) and differ only in the last, or hold `/`, `.`, `:` or a space. A server that folds case, cuts keys short or
- * normalises their punctuation makes two of them one payment. Keys are opaque (IETF
- * Idempotency-Key draft, section 2: the key is compared as sent).
+ * allows) and differ only in the last, or hold `/`, `.`, `:` or a space; and keys as a web
+ * framework's helpers would rewrite them: `%41` beside the `A` it decodes to, `+` beside
+ * the space URL-decoding makes of it, `%2B` beside `+` and `%2b` (URL-decoding, case
+ * folding), `%20` beside a space, one space, two spaces or none (stripping spaces). A server that folds case,
+ * cuts keys short, URL-decodes them, strips their spaces or normalises their punctuation
+ * makes two of them one payment. Keys are opaque (IETF Idempotency-Key draft, section 2:
+ * the key is compared as sent). No key starts or ends with a space: HTTP takes those off
+ * before any server sees the key.
  */
 function distinctKeys(ctx: LiveContext): string[][] {
   const word = ctx.data.word(10);
@@ -19,11 +24,19 @@ function distinctKeys(ctx: LiveContext): string[][] {
   const stem = ctx.data.word(12);
   const tail = ctx.data.word(6);
   const long = ctx.data.word(254);
+  const [a, b] = [ctx.data.word(8), ctx.data.word(8)];
+  const [c, d] = [ctx.data.word(8), ctx.data.word(8)];
+  const [e, f] = [ctx.data.word(8), ctx.data.word(8)];
+  const [g, h] = [ctx.data.word(8), ctx.data.word(8)];
   return [
     [`Ab${word}`, `aB${word}`],
     [`${prefix}x1`, `${prefix}y2`],
     [`${long}x`, `${long}y`],
     [`${stem}/${tail}`, `${stem}.${tail}`, `${stem}:${tail}`, `${stem} ${tail}`],
+    [`${a}%41${b}`, `${a}A${b}`, `${a}+${b}`, `${a} ${b}`],
+    [`${c}%2B${d}`, `${c}+${d}`, `${c}%2b${d}`, `${c.toUpperCase()}+${d}`],
+    [`${e} ${f}`, `${e}${f}`, `${e}  ${f}`, `${e.toUpperCase()} ${f}`],
+    [`${g}%20${h}`, `${g} ${h}`],
   ];
 }
 
@@ -33,7 +46,7 @@ function distinctKeys(ctx: LiveContext): string[][] {
  * race round with its other payments): with the distinct keys, more than a server keeps
  * that holds only the newest few dozen keys.
  */
-export const LATER_PAYMENTS = 32;
+export const LATER_PAYMENTS = 16;
 
 /**
  * A first response is not a replay: Idempotency-Replayed (or Stripe's Idempotent-Replayed)

@@ -1,0 +1,92 @@
+/**
+ * Sandboxed instances are told apart the way pods are (issue 20): every sandboxed start
+ * gets a host name of its own and a pid offset drawn per start, so two instances on one
+ * database, or one instance and its restart, never see the same pid and host name. Without
+ * it every sandbox (a pid namespace of its own) showed its server the same small pid and
+ * the machine's name, and a record scoped by pid or host name looked shared by all of them.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { resolveInterpreter } from '../grader/server.js';
+import { LiveContext } from '../grader/context.js';
+import { makeGraderTempDir } from '../grader/engine.js';
+import { chooseSandboxFor, PID_OFFSET_MAX, withPidOffset } from '../grader/sandbox.js';
+import { grade } from '../grader/engine.js';
+import { STEPS } from '../steps/index.js';
+import { openWorkspace } from '../lab/workspace.js';
+import { fixtureWorkspace } from './support.js';
+
+/** A server that answers every GET with its pid and host name, as `pid host`. */
+const WHO_SERVER = `
+import os, socket, http.server
+
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("%d %s" % (os.getpid(), socket.gethostname())).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+`;
+
+test('withPidOffset runs the command behind a shell that forks the drawn number of times, then execs it', () => {
+  const command = withPidOffset(['python3', 'server.py'], 7);
+  assert.deepEqual(command.slice(0, 2), ['/bin/sh', '-c']);
+  assert.match(command[2], /-lt 7 \]/);
+  assert.deepEqual(command.slice(3), ['sh', 'python3', 'server.py']);
+  assert.ok(PID_OFFSET_MAX >= 16, 'enough offsets that two starts rarely draw the same one');
+});
+
+test('four sandboxed starts of one workspace: each sees a host name of its own, and the pids are not all one', async () => {
+  const ws = fixtureWorkspace('reference', {});
+  fs.writeFileSync(path.join(ws.dir, 'server.py'), WHO_SERVER);
+  const tmp = makeGraderTempDir('lab-');
+  const { command } = openWorkspace(ws.dir);
+  const resolved = await resolveInterpreter(command, ws.dir);
+  const { sandbox } = await chooseSandboxFor('auto');
+  const ctx = new LiveContext(ws.dir, tmp, '06', sandbox ? { ...resolved, sandbox } : resolved, 1);
+  try {
+    const servers = [];
+    for (let i = 0; i < 4; i++) servers.push(await ctx.startServer({ ownCopy: true }));
+    if (!servers.every((s) => s.sandboxed)) {
+      // Without a sandbox the servers share the machine's pid space and name: nothing to assert here.
+      return;
+    }
+    const who = await Promise.all(servers.map(async (s) => (await ctx.request(s, 'GET', '/who')).responseBody ?? ''));
+    const pids = who.map((w) => Number(w.split(' ')[0]));
+    const hosts = who.map((w) => w.split(' ')[1]);
+    assert.ok(pids.every((p) => Number.isInteger(p) && p > 0), who.join(', '));
+    assert.equal(new Set(hosts).size, hosts.length, `a host name per start: ${hosts.join(', ')}`);
+    // Four draws from PID_OFFSET_MAX offsets are all one only by a chance of 1 in PID_OFFSET_MAX³.
+    assert.ok(new Set(pids).size > 1, `the pids differ: ${pids.join(', ')}`);
+  } finally {
+    await ctx.stopAll();
+    fs.rmSync(tmp, { recursive: true, force: true });
+    ws.remove();
+  }
+});
+
+// Records scoped by pid or by host name, graded sandboxed: step 06's restart (a new start)
+// and its second instance find no record, and the retry is charged again.
+for (const solution of ['scoped-by-pid', 'pods/scoped-by-hostname']) {
+  test(`${solution}, sandboxed, fails 06: a restart and another instance are other pods`, async () => {
+    const { sandbox } = await chooseSandboxFor('auto');
+    if (!sandbox) return; // No sandbox here: instances share the machine's name (and pids differ anyway).
+    const ws = fixtureWorkspace(solution);
+    try {
+      const { command } = openWorkspace(ws.dir);
+      const resolved = await resolveInterpreter(command, ws.dir);
+      const [result] = await grade({ workspace: ws.dir, steps: STEPS.filter((s) => s.id === '06'), command: { ...resolved, sandbox } });
+      assert.equal(result.status, 'fail', result.message);
+      assert.match(result.message, /^(After a restart|On B|A retry on another instance|.*instance).*(stored first response back unchanged|first response again)/);
+    } finally {
+      ws.remove();
+    }
+  });
+}
