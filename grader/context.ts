@@ -14,6 +14,7 @@ import { sandboxOwner } from './sandbox.js';
 import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED } from './workspace-image.js';
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import { openGate, type ProviderGate } from './gate.js';
+import { lockstep, type Lockstep } from './lockstep.js';
 import type { Exchange, LedgerRow } from './types.js';
 import type { KeylessGrouping } from './audit.js';
 import { labelledOutput } from './printed.js';
@@ -31,6 +32,8 @@ export interface InstanceOptions {
   chargeMs?: number;
   /** IDEM_DB_MS for this instance, in ms: a slow database round trip. Default 0. */
   dbMs?: number;
+  /** Its database statements reported at its gate (IDEM_DB_GATE), for a lockstep (lockstep.ts); a server that speaks it then skips IDEM_DB_MS. Default false. */
+  dbGate?: boolean;
   /**
    * Run it on a database (and a provider's statement) of its own, from a copy of the
    * workspace of its own: a server nothing else of the check shares anything with, so
@@ -294,6 +297,7 @@ export class LiveContext {
       // Far from UTC, by the seed: a server's times must not depend on where it runs.
       timeZone: serverTimeZone(this.data.seed),
       gateSocket: gate.socketPath,
+      dbGate: options.dbGate,
     }).catch((err: unknown) => {
       pod.failed = true;
       gate.close();
@@ -454,6 +458,19 @@ export class LiveContext {
     const gate = this.gates.get(of);
     if (!gate) throw new Error(`gate: server ${of.label} is not of this check`);
     return gate;
+  }
+
+  /**
+   * Starts a lockstep over instances of this check started with `dbGate` (lockstep.ts):
+   * their statements outside a transaction run in waves until stop().
+   * @param expect how many requests the round sends at once (the first wave waits for them)
+   * @throws Error for an instance of another check
+   */
+  lockstep(servers: ServerInstance[], expect?: number): Lockstep {
+    return lockstep(
+      servers.map((s) => ({ gate: this.gate(s), target: { pid: s.pid, port: s.port, dbPath: s.dbPath } })),
+      { expect },
+    );
   }
 
   /** The instances that left processes running when stopped (see ServerInstance.leftRunning): label and count. */

@@ -31,6 +31,13 @@ export interface RaceOptions {
   timeouts?: { connectMs: number; answerMs: number };
   /** The round's key and payment, when the caller must know them before the round ends; default: fresh ones. */
   payment?: { key: string; body: { user: string; amount: number } };
+  /**
+   * Run the round in lockstep (lockstep.ts): the servers' statements outside a transaction
+   * go in waves, each once nothing else can run, so that every request's look-up runs
+   * before any claim, whatever the machine's load. Only servers started with `dbGate` that
+   * speak the database's gate are held; others run as without it.
+   */
+  lockstep?: boolean;
   /** The stream the fresh key and payment come from; default the check's (ctx.data). A round run beside other parts of its step takes a fork, so that a seed replays it. */
   data?: TestData;
 }
@@ -64,6 +71,7 @@ export async function raceRound(
   const requests = [...Array.from({ length: RACE_SIZE }, () => ({ key, body })), ...extra];
   // The servers of a round share one database: the first one's.
   let release = options.lockDatabase ? ctx.holdWriteLock(servers[0]) : undefined;
+  const waves = options.lockstep ? ctx.lockstep(servers, requests.length) : undefined;
   let all: Exchange[];
   try {
     const answers = ctx.paySimultaneously(servers, requests, options.timeouts ?? checkTimeouts());
@@ -75,6 +83,7 @@ export async function raceRound(
     all = await answers;
   } finally {
     release?.();
+    waves?.stop();
   }
   const exchanges = all.slice(0, RACE_SIZE);
   const at = where(servers);

@@ -87,6 +87,7 @@ async function latencyRound(ctx: LiveContext, server: ServerInstance): Promise<v
       {
         name: t('step.05.latencyRound', { ms: DB_LATENCY_MS }),
         payment,
+        lockstep: true,
         // A server right for one instance that lines the ten up behind a lock (a file or a
         // thread lock around look-up and claim) answers the last after about 7.5 s.
         timeouts: { connectMs: slowDatabaseTimeouts().connectMs, answerMs: slowDatabaseTimeouts().answerMs + HELD_BOUND_MS },
@@ -412,7 +413,7 @@ export const step: Step = {
     const main = ctx.startServer({ priority: 800 });
     // The look-up of a check-then-insert behind another write (an expiry DELETE, an audit
     // row) is not held by a lock; a database round trip widens its window.
-    const latencyDone = settled(ctx.startServer({ dbMs: DB_LATENCY_MS, ownDatabase: true, priority: 3 * DB_LATENCY_MS }).then((latent) => latencyRound(ctx, latent)));
+    const latencyDone = settled(ctx.startServer({ dbMs: DB_LATENCY_MS, dbGate: true, ownDatabase: true, priority: 3 * DB_LATENCY_MS }).then((latent) => latencyRound(ctx, latent)));
     const failures: unknown[] = [];
     let server: ServerInstance | undefined;
     try {
