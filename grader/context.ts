@@ -463,14 +463,11 @@ export class LiveContext {
   /**
    * Starts a lockstep over instances of this check started with `dbGate` (lockstep.ts):
    * their statements outside a transaction run in waves until stop().
-   * @param expect how many requests the round sends at once (the first wave waits for them)
+   * The first wave waits for Lockstep.arm() (call it once the round's requests are written).
    * @throws Error for an instance of another check
    */
-  lockstep(servers: ServerInstance[], expect?: number): Lockstep {
-    return lockstep(
-      servers.map((s) => ({ gate: this.gate(s), target: { pid: s.pid, port: s.port, dbPath: s.dbPath } })),
-      { expect },
-    );
+  lockstep(servers: ServerInstance[]): Lockstep {
+    return lockstep(servers.map((s) => ({ gate: this.gate(s), target: { pid: s.pid, port: s.port, dbPath: s.dbPath } })));
   }
 
   /** The instances that left processes running when stopped (see ServerInstance.leftRunning): label and count. */
@@ -517,8 +514,8 @@ export class LiveContext {
    * Sends all requests at once (connections opened first), request i to servers[i % n],
    * and records the exchanges in request order.
    */
-  async paySimultaneously(servers: ServerInstance[], requests: PayRequest[], timeouts?: Timeouts): Promise<Exchange[]> {
-    const exchanges = await sendSimultaneously(servers, requests, timeouts);
+  async paySimultaneously(servers: ServerInstance[], requests: PayRequest[], timeouts?: Timeouts, onWritten?: () => void): Promise<Exchange[]> {
+    const exchanges = await sendSimultaneously(servers, requests, timeouts, onWritten);
     this.exchanges.push(...exchanges);
     return exchanges;
   }

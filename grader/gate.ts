@@ -181,10 +181,11 @@ export class ProviderGate {
     return () => this.listeners.delete(listener);
   }
 
-  private letRun(st: GateStatement): void {
+  /** Lets a statement run: `go` when a hold had it (the grader chose when), `late` when none did (the server then waits IDEM_DB_MS, as without the gate). */
+  private letRun(st: GateStatement, held = true): void {
     st.released = true;
     const socket = this.statementSockets.get(st);
-    if (socket && !socket.destroyed) socket.write('go\n');
+    if (socket && !socket.destroyed) socket.write(held ? 'go\n' : 'late\n');
   }
 
   /**
@@ -292,7 +293,7 @@ export class ProviderGate {
           if (this.statements.length < MAX_STATEMENTS) this.statements.push(statement);
           this.statementSockets.set(statement, socket);
           if (this.statementHold?.active) this.statementHold.waiting.push(statement);
-          else this.letRun(statement);
+          else this.letRun(statement, false);
           this.notify();
           continue;
         }

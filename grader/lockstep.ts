@@ -25,8 +25,14 @@ import { SchedWatch, type SchedTarget } from './sched.js';
 export const POLL_MS = 2;
 /** How long nothing may run while a let-run statement has not reported before the next wave goes anyway, in ms. */
 export const QUIET_MS = 60;
-/** Before the first wave, how long nothing may run before it goes with fewer than the expected requests' threads, in ms (a design that lets one request at a time reach the database waits this once). */
-export const GATHER_MS = 300;
+/**
+ * How many waves a lockstep makes at most; then it holds no more and the servers run
+ * freely (their statements answered IDEM_DB_MS late, as without the gate). The
+ * interleavings it forces (look-ups before claims, inserts before their read-backs) are in
+ * a round's first waves; a design that lets one request at a time through would otherwise
+ * pay a wave for every statement of every request.
+ */
+export const MAX_WAVES = 16;
 /** The longest a wave waits, in ms: a server that keeps a thread busy does not stop the round. */
 export const BOUND_MS = 2000;
 
@@ -34,6 +40,8 @@ export const BOUND_MS = 2000;
 export interface Lockstep {
   /** How many waves went, and how many statements each let run, in order. */
   readonly waves: number[];
+  /** The round's requests are all written: from now on a wave may go (before, only after BOUND_MS). */
+  arm(): void;
   /** Lets every waiting statement run and holds no more; the servers run freely again. Idempotent. */
   stop(): void;
 }
@@ -47,16 +55,17 @@ export interface LockstepServer {
 /**
  * Starts a lockstep over `servers` (one or several instances on one database): from now on
  * their statements outside a transaction wait for waves (see the module's comment).
- * @param options.expect how many requests the round sends at once: the first wave waits
- *   until that many threads wait at the gates (or nothing could run for QUIET_MS), so that
- *   requests the machine was slow to deliver are still in it
+ * The first wave waits for arm(): the caller arms it once every request of the round is
+ * written (the kernel then has them; a server thread that reads one can run), so that a
+ * grader slow to send on a busy machine does not split the round.
  * @returns the running lockstep; stop it when the round's requests are all answered
  */
-export function lockstep(servers: LockstepServer[], options: { expect?: number } = {}): Lockstep {
+export function lockstep(servers: LockstepServer[]): Lockstep {
   const holds: StatementHold[] = servers.map((s) => s.gate.holdStatements());
   const watch = new SchedWatch(servers.map((s) => s.target));
   const waves: number[] = [];
   let stopped = false;
+  let armed = false;
   let timer: NodeJS.Timeout | undefined;
   let idleSince: number | undefined;
   let stillSince: number | undefined;
@@ -67,6 +76,7 @@ export function lockstep(servers: LockstepServer[], options: { expect?: number }
   const release = () => {
     const n = holds.reduce((sum, h) => sum + h.releaseWave(), 0);
     if (n > 0) waves.push(n);
+    if (waves.length >= MAX_WAVES) for (const h of holds) h.release();
     idleSince = stillSince = waitingSince = undefined;
   };
 
@@ -92,8 +102,7 @@ export function lockstep(servers: LockstepServer[], options: { expect?: number }
     if (still) idleSince ??= now;
     else idleSince = undefined;
     const settled = released.length === 0;
-    const threads = new Set(waiting.map((st) => `${st.pid}/${st.thread}`)).size;
-    const gathered = waves.length > 0 || threads >= (options.expect ?? 0);
+    const gathered = armed;
     if (still && settled && gathered) {
       // Seen still twice in a row, a poll apart: a thread between two system calls is not taken for asleep.
       if (stillSince !== undefined && now - stillSince >= POLL_MS) return release();
@@ -101,7 +110,7 @@ export function lockstep(servers: LockstepServer[], options: { expect?: number }
     } else {
       stillSince = undefined;
     }
-    if ((idleSince !== undefined && now - idleSince >= (gathered ? QUIET_MS : GATHER_MS)) || now - waitingSince >= BOUND_MS) return release();
+    if ((gathered && idleSince !== undefined && now - idleSince >= QUIET_MS) || now - waitingSince >= BOUND_MS) return release();
     schedule();
   };
   const schedule = () => {
@@ -110,10 +119,16 @@ export function lockstep(servers: LockstepServer[], options: { expect?: number }
   const unsubscribe = servers.map((s) => s.gate.onReport(schedule));
   return {
     waves,
+    arm: () => {
+      armed = true;
+      // What was seen before the requests were written says nothing about them.
+      idleSince = stillSince = undefined;
+      schedule();
+    },
     stop: () => {
       if (stopped) return;
       stopped = true;
-      if (process.env.IDEM_LOCKSTEP_DEBUG) console.error(`lockstep: waves ${JSON.stringify(waves)}`);
+      if (process.env.IDEM_LOCKSTEP_DEBUG) console.error(`lockstep: waves ${JSON.stringify(waves)} pids ${JSON.stringify((watch as unknown as { pids: number[] }).pids)} targets ${JSON.stringify(servers.map((s) => s.target))}`);
       if (timer) clearTimeout(timer);
       for (const off of unsubscribe) off();
       for (const h of holds) h.release();

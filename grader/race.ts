@@ -71,10 +71,10 @@ export async function raceRound(
   const requests = [...Array.from({ length: RACE_SIZE }, () => ({ key, body })), ...extra];
   // The servers of a round share one database: the first one's.
   let release = options.lockDatabase ? ctx.holdWriteLock(servers[0]) : undefined;
-  const waves = options.lockstep ? ctx.lockstep(servers, requests.length) : undefined;
+  const waves = options.lockstep ? ctx.lockstep(servers) : undefined;
   let all: Exchange[];
   try {
-    const answers = ctx.paySimultaneously(servers, requests, options.timeouts ?? checkTimeouts());
+    const answers = ctx.paySimultaneously(servers, requests, options.timeouts ?? checkTimeouts(), waves && (() => waves.arm()));
     if (release) {
       await delay(LOCK_HOLD_MS);
       release();

@@ -16,7 +16,7 @@ Environment:
                   network would (setting the database up at start-up is not slowed)
   IDEM_DB_GATE    set by the grader only (with IDEM_PROVIDER_GATE): each such statement is
                   reported to the grader, which lets it run when it chooses (see _db_gate);
-                  IDEM_DB_MS is then not waited, the grader's order replaces it
+                  IDEM_DB_MS is then not waited for a statement the grader held
 
 The advanced track (ADVANCED.md) adds these; the basic track never sets them:
   IDEM_TTL_S      how long an idempotency record is kept, in s (default 86400): TTL_S
@@ -97,13 +97,15 @@ class _db_gate:
     """The grader's hand on the database (IDEM_DB_GATE, over the IDEM_PROVIDER_GATE socket;
     see the server contract): a statement run outside a transaction is reported to the
     grader first, {"point": "sql", "sql", "pid", "thread"}, and runs once the grader says
-    "go"; once it has run, {"point": "ran"} follows. So the grader chooses the order of
-    the statements of simultaneous requests. Statements inside a transaction (and any
-    before the server serves) run at once. Without the variables it does nothing; if the
-    grader goes away, statements run at once."""
+    "go" (it chose when: IDEM_DB_MS is not waited) or "late" (it did not hold it: the
+    answer is IDEM_DB_MS late, as without the gate); once it has run, {"point": "ran"}
+    follows. So the grader chooses the order of the statements of simultaneous requests.
+    Statements inside a transaction (and any before the server serves) run at once.
+    Without the variables it does nothing; if the grader goes away, statements run at once."""
 
     def __init__(self, connection, sql):
         self.conn = None
+        self.late = True
         if not DB_GATE or not _serving.is_set() or connection.in_transaction:
             return
         self.conn = getattr(_local, "db_gate", None)
@@ -120,6 +122,7 @@ class _db_gate:
                 if not chunk:
                     raise OSError("the grader went away")
                 answer += chunk
+            self.late = answer != b"go\n"
         except OSError:
             self._drop()
 
@@ -149,29 +152,29 @@ class _RoundTripCursor(sqlite3.Cursor):
 
     _rows = None
 
-    def _late(self):
-        if DB_MS > 0 and not DB_GATE and _serving.is_set() and not self.connection.in_transaction:
+    def _late(self, late=True):
+        if DB_MS > 0 and late and _serving.is_set() and not self.connection.in_transaction:
             self._rows = super().fetchall()
             time.sleep(DB_MS / 1000)
         return self
 
     def execute(self, sql, parameters=()):
         self._rows = None
-        with _db_gate(self.connection, sql):
+        with _db_gate(self.connection, sql) as gate:
             super().execute(sql, parameters)
-        return self._late()
+        return self._late(gate.late)
 
     def executemany(self, sql, seq_of_parameters):
         self._rows = None
-        with _db_gate(self.connection, sql):
+        with _db_gate(self.connection, sql) as gate:
             super().executemany(sql, seq_of_parameters)
-        return self._late()
+        return self._late(gate.late)
 
     def executescript(self, script):
         self._rows = None
-        with _db_gate(self.connection, script):
+        with _db_gate(self.connection, script) as gate:
             super().executescript(script)
-        return self._late()
+        return self._late(gate.late)
 
     def fetchone(self):
         if self._rows is None:
