@@ -74,6 +74,8 @@ export interface StatementHold {
   waiting(): GateStatement[];
   /** Lets every statement waiting now run, at once; returns how many. */
   releaseWave(): number;
+  /** Lets every waiting statement run and, until release(), lets every later one run at once, told `go` (the grader's order stands in for IDEM_DB_MS: none is waited). */
+  passThrough(): void;
   /** Lets every waiting statement run and holds no more. Idempotent. */
   release(): void;
 }
@@ -123,7 +125,7 @@ export class ProviderGate {
   /** Every database statement reported (IDEM_DB_GATE), in the order they came. */
   readonly statements: GateStatement[] = [];
   private readonly statementSockets = new Map<GateStatement, net.Socket>();
-  private statementHold: { active: boolean; waiting: GateStatement[] } | undefined;
+  private statementHold: { active: boolean; pass: boolean; waiting: GateStatement[] } | undefined;
 
   constructor(socketPath: string, server: net.Server) {
     this.socketPath = socketPath;
@@ -159,7 +161,7 @@ export class ProviderGate {
    */
   holdStatements(): StatementHold {
     this.statementHold?.waiting.splice(0).forEach((st) => this.letRun(st));
-    const state = { active: true, waiting: [] as GateStatement[] };
+    const state = { active: true, pass: false, waiting: [] as GateStatement[] };
     this.statementHold = state;
     return {
       waiting: () => [...state.waiting],
@@ -167,6 +169,10 @@ export class ProviderGate {
         const wave = state.waiting.splice(0);
         for (const st of wave) this.letRun(st);
         return wave.length;
+      },
+      passThrough: () => {
+        state.pass = true;
+        for (const st of state.waiting.splice(0)) this.letRun(st);
       },
       release: () => {
         state.active = false;
@@ -292,8 +298,8 @@ export class ProviderGate {
           };
           if (this.statements.length < MAX_STATEMENTS) this.statements.push(statement);
           this.statementSockets.set(statement, socket);
-          if (this.statementHold?.active) this.statementHold.waiting.push(statement);
-          else this.letRun(statement, false);
+          if (this.statementHold?.active && !this.statementHold.pass) this.statementHold.waiting.push(statement);
+          else this.letRun(statement, this.statementHold?.active === true);
           this.notify();
           continue;
         }
