@@ -192,8 +192,9 @@ function judgeTakeover(
   if (told409 >= 0) throw fail(told409);
   const waited = tries.findIndex((_, i) => answeredAt[i] - Math.max(sentAt[i], chargedAt + lockMs) >= (LATE_TAKEOVER - 1) * lockMs);
   if (waited < 0) return;
+  if (lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
   const queued = starved.waitedMs();
-  if (lag.worstMs() >= STARVED_LAG_MS || queued >= STARVED_QUEUE_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(Math.max(lag.worstMs(), queued)) }));
+  if (queued >= STARVED_QUEUE_MS) throw new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) }));
   throw fail(waited);
 }
 

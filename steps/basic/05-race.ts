@@ -6,6 +6,7 @@ import { CheckFailed } from '../../grader/failure.js';
 import { RACE_SIZE, raceRound, where } from '../../grader/race.js';
 import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type LagMonitor } from '../../grader/gate.js';
 import { rowsForKey } from '../../grader/ledger.js';
+import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { isDeepStrictEqual } from 'node:util';
 import { checkTimeouts, responseJson, slowDatabaseTimeouts, type PayRequest } from '../../grader/http.js';
 import { expectCharges, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
@@ -147,10 +148,21 @@ function gateSaw(charges: GateCharge[]): string[] {
  * A bound ran out: when the grader's own event loop lagged STARVED_LAG_MS or more
  * meanwhile, the result says nothing about the server (Inconclusive); else `failure`.
  */
-function boundRanOut(lag: LagMonitor, failure: () => CheckFailed): Error {
+function boundRanOut(lag: LagMonitor, failure: () => CheckFailed, starved?: { waitedMs(): number }): Error {
   const worst = lag.worstMs();
-  return worst >= STARVED_LAG_MS ? new Inconclusive(t('step.05.starved', { ms: Math.round(worst) })) : failure();
+  if (worst >= STARVED_LAG_MS) return new Inconclusive(t('step.05.starved', { ms: Math.round(worst) }));
+  // The server's threads kept waiting for a CPU (summed over its threads, /proc schedstat):
+  // a server blocked on a lock sleeps and waits for none; one the machine starved does.
+  const queued = starved?.waitedMs() ?? 0;
+  return queued >= SERVER_STARVED_MS ? new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) })) : failure();
 }
+
+/**
+ * How long the held round's server may have waited for a CPU, summed over its threads, in
+ * ms, before a bound that ran out says more about the machine than the server: half the
+ * bound. A server that makes a payment wait for a held charge sleeps meanwhile.
+ */
+export const SERVER_STARVED_MS = HELD_BOUND_MS / 2;
 
 /**
  * The held round, on a server of its own (its provider's gate in the grader's hand, see
@@ -199,6 +211,7 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
   const held = [raced.body, ...others.map((o) => o.body)];
   const hold = gate.hold((c) => held.some((b) => chargeOf(b)(c)));
   const lag = startLagMonitor();
+  const starved = starveWatch(new SchedWatch([{ pid: server.pid, port: server.port, dbPath: server.dbPath }]));
   let released = false;
   const sent: Sent[] = [];
   const send = (req: PayRequest): Sent => {
@@ -225,7 +238,7 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
       throw boundRanOut(lag, () => {
         const answered = dupes.filter((d) => d.got !== undefined).map((d) => d.got!);
         return new CheckFailed(t('step.05.heldNeverCharged', { ...said, answered: answered.length, size: RACE_SIZE }), t('step.05.heldGate.why'), { exchanges: answered.length > 0 ? answered : undefined });
-      });
+      }, starved);
     }
     const racedAt = performance.now();
     // 2. Payments with keys of their own: each must reach the provider while the raced charge is held.
@@ -239,13 +252,13 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
           t('step.05.serialised.why'),
           { details: gateSaw(gate.charges), ...(otherSent.some((s) => s.got) ? { exchanges: otherSent.filter((s) => s.got).map((s) => s.got!) } : {}) },
         );
-      });
+      }, starved);
     }
     // 3. With four charges held, one more payment must go through.
     const freeSent = send(free);
     const freeAnswered = await Promise.race([freeSent.answer.then(() => true), delay(HELD_BOUND_MS, undefined, { ref: false }).then(() => false)]);
     if (!freeAnswered) {
-      throw boundRanOut(lag, () => new CheckFailed(t('step.05.heldFree', { ...said, held: held.length, charged: gate.charges.some(chargeOf(free.body)) ? t('step.05.heldFree.charged') : t('step.05.heldFree.notCharged') }), t('step.05.serialised.why'), { details: gateSaw(gate.charges) }));
+      throw boundRanOut(lag, () => new CheckFailed(t('step.05.heldFree', { ...said, held: held.length, charged: gate.charges.some(chargeOf(free.body)) ? t('step.05.heldFree.charged') : t('step.05.heldFree.notCharged') }), t('step.05.serialised.why'), { details: gateSaw(gate.charges) }), starved);
     }
     if (freeSent.got!.status !== 201) {
       throw new CheckFailed(t('step.05.heldFreeStatus', { ...said, held: held.length, status: String(freeSent.got!.status ?? freeSent.got!.error) }), t('step.05.othersFailed.why'), { exchanges: [freeSent.got!] });
