@@ -42,6 +42,13 @@ export interface RaceOptions {
   data?: TestData;
 }
 
+/**
+ * A race round's failure in which requests got no answer within their time limit: a bound
+ * ran out, so a step that saw another of its parts fail for a cause it observed (a charge
+ * held back at the provider's gate) says that one first.
+ */
+export class Unanswered extends CheckFailed {}
+
 /** `split over servers B and C` or `on one server`. */
 export function where(servers: ServerInstance[]): string {
   return servers.length > 1 ? t('check.race.splitOver', { servers: servers.map((s) => s.label).join(t('check.race.and')) }) : t('check.race.oneServer');
@@ -98,7 +105,7 @@ export async function raceRound(
   }
   const unanswered = exchanges.filter((e) => e.error !== undefined);
   if (unanswered.length > 0) {
-    throw new CheckFailed(
+    throw new Unanswered(
       t('check.race.unanswered', { name, count: unanswered.length, size: RACE_SIZE, where: at, error: String(unanswered[0].error) }),
       t('check.race.unanswered.why'),
       { exchanges: unanswered },
