@@ -11,10 +11,12 @@
  * Under each fixture it lists what the failures said (each kind with its count), so a
  * wrong fixture is seen to fail for its reason. Exit 0 when every count is full, 1 otherwise. Not part of `npm test`: it takes long.
  *
- * Options: --runs N, --load N, --disk N, --jobs N, --track basic|advanced, --only
- * NAME[,NAME...] (fixtures), --steps 05[,06] (default 05,06; 12 for the advanced track),
- * --sandbox auto|required|off (default auto, as `idem-lab check`: servers in bubblewrap
- * where it starts).
+ * Options: N or --runs N, --load N, --disk N, --jobs N, --track basic|advanced, --all (both
+ * tracks: 05 and 06 of the basic fixtures, then 12 of the advanced ones), --list (print the
+ * fixtures and steps it would soak, and stop), --only NAME[,NAME...] (fixtures), --steps
+ * 05[,06] (default 05,06; 12 for the advanced track), --sandbox auto|required|off (default
+ * auto, as `idem-lab check`: servers in bubblewrap where it starts). At the end, a table:
+ * one row per fixture and step, with the verdict expected and how many runs gave it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -32,8 +34,11 @@ import { openWorkspace } from '../lab/workspace.js';
 import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
 import { fixtureWorkspace } from '../test/support.js';
 
-const { values } = parseArgs({
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
   options: {
+    all: { type: 'boolean', default: false },
+    list: { type: 'boolean', default: false },
     runs: { type: 'string', default: process.env.SOAK_RUNS ?? '100' },
     load: { type: 'string', default: '0' },
     disk: { type: 'string', default: '0' },
@@ -44,11 +49,22 @@ const { values } = parseArgs({
     sandbox: { type: 'string', default: 'auto' },
   },
 });
-const runs = Number(values.runs);
-const advanced = values.track === 'advanced';
-const stepIds = (values.steps ?? (advanced ? '12' : '05,06')).split(',');
-const steps = (advanced ? ADVANCED_STEPS : STEPS).filter((s) => stepIds.includes(s.id));
+const runs = Number(positionals[0] ?? values.runs);
+if (!Number.isInteger(runs) || runs < 1) {
+  console.error(`soak: the number of runs must be a whole number from 1 (got ${positionals[0] ?? values.runs})`);
+  process.exit(2);
+}
 const jobs = Math.max(1, Number(values.jobs));
+let advanced = values.track === 'advanced';
+let stepIds: string[] = [];
+let steps: typeof STEPS = [];
+/** Sets the track soaked now: its steps (--steps, or 05,06 and 12). */
+const onTrack = (isAdvanced: boolean) => {
+  advanced = isAdvanced;
+  stepIds = (values.steps ?? (advanced ? '12' : '05,06')).split(',');
+  steps = (advanced ? ADVANCED_STEPS : STEPS).filter((s) => stepIds.includes(s.id));
+};
+onTrack(advanced);
 
 /**
  * The fixtures worth soaking: every correct design, and every wrong one that fails a race
@@ -83,8 +99,8 @@ const diskDir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-soak-disk-'));
 /** A disk writer: 8 MiB written and fsynced to one file of its own, over and over. */
 const DISK_WRITER = `const fs=require('fs');const b=Buffer.alloc(8<<20,1);for(;;){const fd=fs.openSync(process.argv[1],'w');fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);}`;
 const busy: ChildProcess[] = [
-  ...Array.from({ length: Number(values.load) }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' })),
-  ...Array.from({ length: Number(values.disk) }, (_, i) => spawn(process.execPath, ['-e', DISK_WRITER, path.join(diskDir, `w${i}`)], { stdio: 'ignore' })),
+  ...Array.from({ length: values.list ? 0 : Number(values.load) }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore' })),
+  ...Array.from({ length: values.list ? 0 : Number(values.disk) }, (_, i) => spawn(process.execPath, ['-e', DISK_WRITER, path.join(diskDir, `w${i}`)], { stdio: 'ignore' })),
 ];
 /** Stops the busy loops by pid, once; never throws. */
 const stopBusy = () => {
@@ -101,7 +117,15 @@ process.on('exit', stopBusy);
 installExitHooks();
 
 let allFull = true;
+/** The final table's rows: fixture, step, verdict expected, right runs, inconclusive runs, runs. */
+const table: Array<{ name: string; step: string; want: string; right: number; inconclusive: number; runs: number }> = [];
 const { sandbox } = await sandboxFor(values.sandbox, 'auto');
+for (const track of values.all ? [false, true] : [advanced]) {
+onTrack(track);
+if (values.list) {
+  for (const { name, expect } of soaked()) console.log(`${name.padEnd(40)} ${Object.entries(expect).map(([id, v]) => `${id} ${v === P ? 'pass' : 'fail'}`).join('   ')}`);
+  continue;
+}
 console.log(`soak: ${runs} runs of steps ${stepIds.join(', ')} per fixture, ${values.load} busy loop(s), ${values.disk} disk writer(s), ${jobs} at once, ${sandbox ? `sandboxed (${sandbox.network} network)` : 'no sandbox'}`);
 for (const { name, expect } of soaked()) {
   const ws = fixtureWorkspace(name);
@@ -140,12 +164,18 @@ for (const { name, expect } of soaked()) {
     await Promise.all(Array.from({ length: jobs }, worker));
     const cells = Object.entries(hits).map(([id, n]) => `${id} ${expect[id] === P ? 'pass' : 'fail'} ${n}/${runs}${inconclusive[id] ? ` (${inconclusive[id]} inconclusive)` : ''}`);
     if (Object.values(hits).some((n) => n !== runs)) allFull = false;
+    for (const [id, n] of Object.entries(hits)) table.push({ name, step: id, want: expect[id] === P ? 'pass' : 'fail', right: n, inconclusive: inconclusive[id], runs });
     console.log(`${name.padEnd(28)} ${cells.join('   ')}   (${((performance.now() - started) / 1000).toFixed(0)} s)`);
     for (const line of seen) console.log(`    ${line}`);
     for (const [reason, n] of reasons) console.log(`    ${String(n).padStart(4)} × ${reason}`);
   } finally {
     ws.remove();
   }
+}
+}
+if (table.length > 0) {
+  console.log('\n| fixture | step | expected | right | inconclusive |\n|---|---|---|---|---|');
+  for (const r of table) console.log(`| ${r.name} | ${r.step} | ${r.want} | ${r.right}/${r.runs} | ${r.inconclusive} |`);
 }
 stopBusy();
 process.exitCode = allFull ? 0 : 1;

@@ -14,6 +14,7 @@ import { sandboxOwner } from './sandbox.js';
 import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED } from './workspace-image.js';
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import { openGate, type ProviderGate } from './gate.js';
+import { lockstep, type Lockstep } from './lockstep.js';
 import type { Exchange, KeylessGrouping, LedgerRow } from './types.js';
 import { labelledOutput } from './printed.js';
 
@@ -30,6 +31,8 @@ export interface InstanceOptions {
   chargeMs?: number;
   /** IDEM_DB_MS for this instance, in ms: a slow database round trip. Default 0. */
   dbMs?: number;
+  /** Its database statements reported at its gate (IDEM_DB_GATE), for a lockstep (lockstep.ts); a server that speaks it then skips IDEM_DB_MS. Default false. */
+  dbGate?: boolean;
   /**
    * Run it on a database (and a provider's statement) of its own, from a copy of the
    * workspace of its own: a server nothing else of the check shares anything with, so
@@ -293,6 +296,7 @@ export class LiveContext {
       // Far from UTC, by the seed: a server's times must not depend on where it runs.
       timeZone: serverTimeZone(this.data.seed),
       gateSocket: gate.socketPath,
+      dbGate: options.dbGate,
     }).catch((err: unknown) => {
       pod.failed = true;
       gate.close();
@@ -455,6 +459,16 @@ export class LiveContext {
     return gate;
   }
 
+  /**
+   * Starts a lockstep over instances of this check started with `dbGate` (lockstep.ts):
+   * their statements outside a transaction run in waves until stop().
+   * The first wave waits for Lockstep.arm() (call it once the round's requests are written).
+   * @throws Error for an instance of another check
+   */
+  lockstep(servers: ServerInstance[]): Lockstep {
+    return lockstep(servers.map((s) => ({ gate: this.gate(s), target: { pid: s.pid, port: s.port, dbPath: s.dbPath } })));
+  }
+
   /** The instances that left processes running when stopped (see ServerInstance.leftRunning): label and count. */
   leftRunning(): Array<{ server: string; count: number }> {
     return this.servers.filter((s) => s.leftRunning > 0).map((s) => ({ server: s.label, count: s.leftRunning }));
@@ -499,8 +513,8 @@ export class LiveContext {
    * Sends all requests at once (connections opened first), request i to servers[i % n],
    * and records the exchanges in request order.
    */
-  async paySimultaneously(servers: ServerInstance[], requests: PayRequest[], timeouts?: Timeouts): Promise<Exchange[]> {
-    const exchanges = await sendSimultaneously(servers, requests, timeouts);
+  async paySimultaneously(servers: ServerInstance[], requests: PayRequest[], timeouts?: Timeouts, onWritten?: () => void): Promise<Exchange[]> {
+    const exchanges = await sendSimultaneously(servers, requests, timeouts, onWritten);
     this.exchanges.push(...exchanges);
     return exchanges;
   }

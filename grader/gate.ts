@@ -46,6 +46,40 @@ export interface GateCharge {
   closed: boolean;
 }
 
+/**
+ * One database statement a server reported at the gate (IDEM_DB_GATE): run outside a
+ * transaction, it waits for the grader's word before it runs (server contract, "The
+ * database's gate").
+ */
+export interface GateStatement {
+  /** The statement's text, its first 200 characters. */
+  sql: string;
+  /** The pid and the thread (native id) that run it, as the server reported them (in its own pid namespace). */
+  pid?: number;
+  thread?: number;
+  /** When it was reported, performance.now() ms. */
+  reportedAt: number;
+  /** True once the grader let it run. */
+  released: boolean;
+  /** True once the server reported it ran (or its connection closed). */
+  ran: boolean;
+}
+
+/**
+ * A check's hold on the database statements of a gate (holdStatements): every statement
+ * reported from now on waits until a wave lets it run (grader/lockstep.ts decides when).
+ */
+export interface StatementHold {
+  /** The statements waiting now, in the order they came. */
+  waiting(): GateStatement[];
+  /** Lets every statement waiting now run, at once; returns how many. */
+  releaseWave(): number;
+  /** Lets every waiting statement run and, until release(), lets every later one run at once, told `go` (the grader's order stands in for IDEM_DB_MS: none is waited). */
+  passThrough(): void;
+  /** Lets every waiting statement run and holds no more. Idempotent. */
+  release(): void;
+}
+
 /** A check's hold on the charges that match it, at one point, until released. */
 export interface Hold {
   /** The charges held (waiting at the hold's point), in the order they came. */
@@ -68,6 +102,10 @@ interface HoldState extends Hold {
 /** The most a report line may be, in bytes: a user is at most 100 characters, a key 255. */
 const MAX_LINE_BYTES = 4096;
 
+/** How many statements one connection may report (a thread's lifetime of statements), and how many a gate keeps. */
+const MAX_STATEMENTS_PER_CONNECTION = 100_000;
+const MAX_STATEMENTS = 10_000;
+
 /** How many connections a gate takes at most: a server that floods it is cut off. */
 const MAX_CONNECTIONS = 512;
 
@@ -84,6 +122,10 @@ export class ProviderGate {
   private readonly holds: HoldState[] = [];
   private readonly waiting = new Map<GateCharge, Waiting>();
   private readonly listeners = new Set<() => void>();
+  /** Every database statement reported (IDEM_DB_GATE), in the order they came. */
+  readonly statements: GateStatement[] = [];
+  private readonly statementSockets = new Map<GateStatement, net.Socket>();
+  private statementHold: { active: boolean; pass: boolean; waiting: GateStatement[] } | undefined;
 
   constructor(socketPath: string, server: net.Server) {
     this.socketPath = socketPath;
@@ -110,6 +152,46 @@ export class ProviderGate {
     };
     this.holds.push(state);
     return state;
+  }
+
+  /**
+   * Holds every database statement reported from now on (IDEM_DB_GATE) until a wave lets it
+   * go (StatementHold.releaseWave) or the hold is released. One hold at a time: a second
+   * call replaces the first, which is released.
+   */
+  holdStatements(): StatementHold {
+    this.statementHold?.waiting.splice(0).forEach((st) => this.letRun(st));
+    const state = { active: true, pass: false, waiting: [] as GateStatement[] };
+    this.statementHold = state;
+    return {
+      waiting: () => [...state.waiting],
+      releaseWave: () => {
+        const wave = state.waiting.splice(0);
+        for (const st of wave) this.letRun(st);
+        return wave.length;
+      },
+      passThrough: () => {
+        state.pass = true;
+        for (const st of state.waiting.splice(0)) this.letRun(st);
+      },
+      release: () => {
+        state.active = false;
+        for (const st of state.waiting.splice(0)) this.letRun(st);
+      },
+    };
+  }
+
+  /** Calls `listener` on every report the gate gets (a charge, a statement, a closed connection) until the returned function is called. */
+  onReport(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Lets a statement run: `go` when a hold had it (the grader chose when), `late` when none did (the server then waits IDEM_DB_MS, as without the gate). */
+  private letRun(st: GateStatement, held = true): void {
+    st.released = true;
+    const socket = this.statementSockets.get(st);
+    if (socket && !socket.destroyed) socket.write(held ? 'go\n' : 'late\n');
   }
 
   /**
@@ -144,6 +226,9 @@ export class ProviderGate {
     for (const h of this.holds) h.released = true;
     for (const { socket } of this.waiting.values()) socket.destroy();
     this.waiting.clear();
+    if (this.statementHold) this.statementHold.active = false;
+    for (const socket of this.statementSockets.values()) socket.destroy();
+    this.statementSockets.clear();
     this.server.close();
     try {
       fs.rmSync(path.dirname(this.socketPath), { recursive: true, force: true });
@@ -173,6 +258,8 @@ export class ProviderGate {
   private accept(socket: net.Socket): void {
     let buffered = '';
     let charge: GateCharge | undefined;
+    let statement: GateStatement | undefined;
+    let statements = 0;
     socket.setEncoding('utf8');
     socket.on('error', () => undefined);
     socket.on('data', (chunk: string) => {
@@ -195,7 +282,34 @@ export class ProviderGate {
           socket.destroy();
           return;
         }
-        if (charge === undefined && report.point === 'start' && typeof report.user === 'string' && typeof report.amount === 'number') {
+        if (charge === undefined && report.point === 'sql' && typeof report.sql === 'string' && (statement === undefined || statement.ran)) {
+          // A database statement (IDEM_DB_GATE): held while a check holds statements, else let run at once.
+          if (++statements > MAX_STATEMENTS_PER_CONNECTION) {
+            socket.destroy();
+            return;
+          }
+          statement = {
+            sql: report.sql.slice(0, 200),
+            ...(typeof report.pid === 'number' ? { pid: report.pid } : {}),
+            ...(typeof report.thread === 'number' ? { thread: report.thread } : {}),
+            reportedAt: performance.now(),
+            released: false,
+            ran: false,
+          };
+          if (this.statements.length < MAX_STATEMENTS) this.statements.push(statement);
+          this.statementSockets.set(statement, socket);
+          if (this.statementHold?.active && !this.statementHold.pass) this.statementHold.waiting.push(statement);
+          else this.letRun(statement, this.statementHold?.active === true);
+          this.notify();
+          continue;
+        }
+        if (charge === undefined && statement !== undefined && report.point === 'ran' && statement.released && !statement.ran) {
+          statement.ran = true;
+          this.statementSockets.delete(statement);
+          this.notify();
+          continue;
+        }
+        if (charge === undefined && statement === undefined && report.point === 'start' && typeof report.user === 'string' && typeof report.amount === 'number') {
           charge = {
             user: report.user,
             amount: report.amount,
@@ -220,6 +334,12 @@ export class ProviderGate {
       }
     });
     socket.on('close', () => {
+      if (statement && !statement.ran) {
+        statement.ran = true;
+        this.statementSockets.delete(statement);
+        if (this.statementHold) this.statementHold.waiting = this.statementHold.waiting.filter((st) => st !== statement);
+        this.notify();
+      }
       if (charge) {
         charge.closed = true;
         this.waiting.delete(charge);

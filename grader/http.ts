@@ -272,10 +272,21 @@ export async function sendSimultaneously(
   targets: Target[],
   requests: PayRequest[],
   timeouts: Timeouts = checkTimeouts(),
+  onWritten?: () => void,
 ): Promise<Exchange[]> {
   const opened = await Promise.allSettled(
     requests.map((_, i) => openConnection(targets[i % targets.length], timeouts.connectMs)),
   );
+  if (onWritten) {
+    // Told once every opened connection has written its request to the kernel (or ended): polled, as undici writes in a later turn.
+    const sockets = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+    const until = performance.now() + timeouts.connectMs;
+    const poll = () => {
+      if (sockets.every((s) => s.bytesWritten > 0 || s.destroyed) || performance.now() > until) onWritten();
+      else setTimeout(poll, 1).unref();
+    };
+    setTimeout(poll, 1).unref();
+  }
   return Promise.all(
     requests.map((req, i) => {
       const target = targets[i % targets.length];

@@ -31,9 +31,23 @@ export interface RaceOptions {
   timeouts?: { connectMs: number; answerMs: number };
   /** The round's key and payment, when the caller must know them before the round ends; default: fresh ones. */
   payment?: { key: string; body: { user: string; amount: number } };
+  /**
+   * Run the round in lockstep (lockstep.ts): the servers' statements outside a transaction
+   * go in waves, each once nothing else can run, so that every request's look-up runs
+   * before any claim, whatever the machine's load. Only servers started with `dbGate` that
+   * speak the database's gate are held; others run as without it.
+   */
+  lockstep?: boolean;
   /** The stream the fresh key and payment come from; default the check's (ctx.data). A round run beside other parts of its step takes a fork, so that a seed replays it. */
   data?: TestData;
 }
+
+/**
+ * A race round's failure in which requests got no answer within their time limit: a bound
+ * ran out, so a step that saw another of its parts fail for a cause it observed (a charge
+ * held back at the provider's gate) says that one first.
+ */
+export class Unanswered extends CheckFailed {}
 
 /** `split over servers B and C` or `on one server`. */
 export function where(servers: ServerInstance[]): string {
@@ -64,9 +78,10 @@ export async function raceRound(
   const requests = [...Array.from({ length: RACE_SIZE }, () => ({ key, body })), ...extra];
   // The servers of a round share one database: the first one's.
   let release = options.lockDatabase ? ctx.holdWriteLock(servers[0]) : undefined;
+  const waves = options.lockstep ? ctx.lockstep(servers) : undefined;
   let all: Exchange[];
   try {
-    const answers = ctx.paySimultaneously(servers, requests, options.timeouts ?? checkTimeouts());
+    const answers = ctx.paySimultaneously(servers, requests, options.timeouts ?? checkTimeouts(), waves && (() => waves.arm()));
     if (release) {
       await delay(LOCK_HOLD_MS);
       release();
@@ -75,6 +90,7 @@ export async function raceRound(
     all = await answers;
   } finally {
     release?.();
+    waves?.stop();
   }
   const exchanges = all.slice(0, RACE_SIZE);
   const at = where(servers);
@@ -89,7 +105,7 @@ export async function raceRound(
   }
   const unanswered = exchanges.filter((e) => e.error !== undefined);
   if (unanswered.length > 0) {
-    throw new CheckFailed(
+    throw new Unanswered(
       t('check.race.unanswered', { name, count: unanswered.length, size: RACE_SIZE, where: at, error: String(unanswered[0].error) }),
       t('check.race.unanswered.why'),
       { exchanges: unanswered },

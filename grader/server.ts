@@ -130,6 +130,12 @@ export interface StartOptions {
    */
   gateSocket?: string;
   /**
+   * IDEM_DB_GATE=1 beside IDEM_PROVIDER_GATE: the server reports each database statement it
+   * runs outside a transaction at the gate and waits for the grader's word (gate.ts,
+   * lockstep.ts). Default false.
+   */
+  dbGate?: boolean;
+  /**
    * Its place in the queue of starts (see startSlot): how long, in ms, the part of the
    * check that waits for this server takes once it is up (default 0). Starts waiting for
    * a slot are served longest first, so a server whose round is slow is not held up by
@@ -609,6 +615,7 @@ export function serverEnv(options: StartOptions, port: number, home: string): Re
     HOME: home,
     ...contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
     ...(options.gateSocket ? { IDEM_PROVIDER_GATE: options.gateSocket } : {}),
+    ...(options.gateSocket && options.dbGate ? { IDEM_DB_GATE: '1' } : {}),
   };
 }
 

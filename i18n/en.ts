@@ -692,6 +692,7 @@ export const en = {
   // --- session16 ---
   'step.06.part.slowSplit': 'A race split over two instances on a slow database ({ms} ms per statement):',
   'step.05.othersApart': 'The slow-provider round ({slow} ms per charge): {count} payments with keys of their own, sent {after} ms after the raced payment while its retries waited for it, were held back: sent together, they were answered {ms} ms apart, {times} times the charge (under {limit} ms when none waits). A lock, a transaction or a limit on payments at once is held across charge().',
+  'step.05.serverStarved': 'inconclusive: the machine was too busy (the server\'s threads waited {ms} ms in all for a CPU while the grader waited on them); run the check again on a quieter machine',
   'step.04.afterReplay': 'After the replay, the same key with a different body (amount {then} instead of {first}) must still be refused with 422: the body is compared on every request, not only until the first replay.',
   // --- chaos (issue 11, part 3) ---
   'help.chaos': 'send payments to your server through a lossy network, retried under one key each, and count what was charged',

@@ -674,6 +674,7 @@ export const zh: Record<MessageKey, string> = {
   // --- session16 ---
   'step.06.part.slowSplit': '在慢数据库上（每条语句 {ms} 毫秒）分散到两个实例上的并发：',
   'step.05.othersApart': '慢支付商轮次（每次扣款 {slow} 毫秒）：在被竞争支付的重试等待它时，{after} 毫秒后发送的 {count} 笔各自带键的支付被拖住了：它们是一起发出的，响应却相隔 {ms} 毫秒，是扣款时间的 {times} 倍（若无人等待，应少于 {limit} 毫秒）。charge() 期间一直持有锁、事务或同时支付数的限制。',
+  'step.05.serverStarved': '无法判定：机器太忙（评分器等待时，服务器的线程合计等待 CPU {ms} 毫秒）；请在较空闲的机器上重新检查',
   'step.04.afterReplay': '重放之后，同一个键配不同的请求体（金额 {then} 而不是 {first}）仍必须被 422 拒绝：每个请求都要比较请求体，而不只是在第一次重放之前。',
   // --- chaos (issue 11, part 3) ---
   'help.chaos': '经由会丢包的网络向你的服务器发送支付，每笔支付用同一个键重试，然后统计实际扣款',

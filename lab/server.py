@@ -14,6 +14,9 @@ Environment:
                   every statement it runs outside a transaction (through db() or any
                   connection of its own) answers this much later, as a database across a
                   network would (setting the database up at start-up is not slowed)
+  IDEM_DB_GATE    set by the grader only (with IDEM_PROVIDER_GATE): each such statement is
+                  reported to the grader, which lets it run when it chooses (see _db_gate);
+                  IDEM_DB_MS is then not waited for a statement the grader held
 
 The advanced track (ADVANCED.md) adds these; the basic track never sets them:
   IDEM_TTL_S      how long an idempotency record is kept, in s (default 86400): TTL_S
@@ -57,6 +60,7 @@ LOCK_S = float(os.environ.get("IDEM_LOCK_S", "30"))
 KEYLESS_WINDOW_S = float(os.environ["IDEM_KEYLESS_WINDOW_S"]) if os.environ.get("IDEM_KEYLESS_WINDOW_S") else None
 PROVIDER_REPLY_MS = int(os.environ.get("IDEM_PROVIDER_REPLY_MS", "0"))
 PROVIDER_GATE = os.environ.get("IDEM_PROVIDER_GATE")  # the grader's hand on the provider (see _provider_gate)
+DB_GATE = bool(PROVIDER_GATE and os.environ.get("IDEM_DB_GATE"))  # the grader's hand on the database (see _db_gate)
 _serving = threading.Event()  # set once the server takes requests: IDEM_DB_MS applies from then on
 
 MAX_BODY_BYTES = 16 * 1024  # a larger body is answered 413 without being read
@@ -89,6 +93,56 @@ CREATE TABLE IF NOT EXISTS refunds (
 _local = threading.local()
 
 
+class _db_gate:
+    """The grader's hand on the database (IDEM_DB_GATE, over the IDEM_PROVIDER_GATE socket;
+    see the server contract): a statement run outside a transaction is reported to the
+    grader first, {"point": "sql", "sql", "pid", "thread"}, and runs once the grader says
+    "go" (it chose when: IDEM_DB_MS is not waited) or "late" (it did not hold it: the
+    answer is IDEM_DB_MS late, as without the gate); once it has run, {"point": "ran"}
+    follows. So the grader chooses the order of the statements of simultaneous requests.
+    Statements inside a transaction (and any before the server serves) run at once.
+    Without the variables it does nothing; if the grader goes away, statements run at once."""
+
+    def __init__(self, connection, sql):
+        self.conn = None
+        self.late = True
+        if not DB_GATE or not _serving.is_set() or connection.in_transaction:
+            return
+        self.conn = getattr(_local, "db_gate", None)
+        try:
+            if self.conn is None:
+                self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.conn.connect(PROVIDER_GATE)
+                _local.db_gate = self.conn
+            report = {"point": "sql", "sql": str(sql)[:200], "pid": os.getpid(), "thread": threading.get_native_id()}
+            self.conn.sendall((json.dumps(report) + "\n").encode("utf-8"))
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = self.conn.recv(16)
+                if not chunk:
+                    raise OSError("the grader went away")
+                answer += chunk
+            self.late = answer != b"go\n"
+        except OSError:
+            self._drop()
+
+    def _drop(self):
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = _local.db_gate = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.conn is not None:
+            try:
+                self.conn.sendall(b'{"point": "ran"}\n')
+            except OSError:
+                self._drop()
+        return False
+
+
 class _RoundTripCursor(sqlite3.Cursor):
     """A cursor whose statements outside a transaction answer IDEM_DB_MS late.
 
@@ -98,26 +152,29 @@ class _RoundTripCursor(sqlite3.Cursor):
 
     _rows = None
 
-    def _late(self):
-        if DB_MS > 0 and _serving.is_set() and not self.connection.in_transaction:
+    def _late(self, late=True):
+        if DB_MS > 0 and late and _serving.is_set() and not self.connection.in_transaction:
             self._rows = super().fetchall()
             time.sleep(DB_MS / 1000)
         return self
 
     def execute(self, sql, parameters=()):
         self._rows = None
-        super().execute(sql, parameters)
-        return self._late()
+        with _db_gate(self.connection, sql) as gate:
+            super().execute(sql, parameters)
+        return self._late(gate.late)
 
     def executemany(self, sql, seq_of_parameters):
         self._rows = None
-        super().executemany(sql, seq_of_parameters)
-        return self._late()
+        with _db_gate(self.connection, sql) as gate:
+            super().executemany(sql, seq_of_parameters)
+        return self._late(gate.late)
 
     def executescript(self, script):
         self._rows = None
-        super().executescript(script)
-        return self._late()
+        with _db_gate(self.connection, script) as gate:
+            super().executescript(script)
+        return self._late(gate.late)
 
     def fetchone(self):
         if self._rows is None:
@@ -157,7 +214,7 @@ class _RoundTrip(sqlite3.Connection):
         return self.cursor().executescript(script)
 
     def _answered(self):
-        if DB_MS > 0 and _serving.is_set():
+        if DB_MS > 0 and not DB_GATE and _serving.is_set():
             time.sleep(DB_MS / 1000)
 
     def commit(self):

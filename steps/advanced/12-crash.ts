@@ -4,6 +4,7 @@ import { describeCharge, describeRequest, expectCharges, expectReplay, expectRow
 import { limits } from '../../grader/limits.js';
 import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
+import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { PayRequest } from '../../grader/http.js';
@@ -158,6 +159,57 @@ async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req:
 }
 
 /**
+ * Whether the crashed claim was taken over in time, judged by what the server said, not by
+ * how fast it said it:
+ * - a try answered 409 that was sent when the claim was surely LATE_TAKEOVER times
+ *   IDEM_LOCK_S old fails: the server, deciding after the try came, knew the claim was
+ *   abandoned (its age is counted from when its charge reached the provider's gate, later
+ *   than the claim was made, so never overstated, whatever the machine's load);
+ * - a try that was kept waiting (LATE_TAKEOVER - 1) times IDEM_LOCK_S after the claim was
+ *   abandoned (or after it was sent, if later) fails only when neither the grader's event
+ *   loop nor the server's threads were kept waiting for a CPU meanwhile (sched.ts); else
+ *   the step is inconclusive (exit 2), never the learner's failure. This one is still a
+ *   judgement of time: the run-queue time of threads that ended (each request's own) is
+ *   gone from /proc, so a correct take-over starved on a busy machine can still fail it
+ *   (the soak saw 2 in 6 under four busy loops and two checks at once). A server that waits
+ *   in a poll loop decides out of the grader's sight; judging it causally needs its polls'
+ *   statements at the database's gate.
+ * @throws CheckFailed naming the late try; Inconclusive when the machine was too busy to tell
+ */
+function judgeTakeover(
+  tries: Exchange[],
+  sentAt: number[],
+  answeredAt: number[],
+  chargedAt: number,
+  lag: { worstMs(): number },
+  starved: { waitedMs(): number },
+  lost: Exchange,
+  last: Exchange,
+): void {
+  const lockMs = CRASH_LOCK_S * 1000;
+  const fail = (i: number) =>
+    new CheckFailed(
+      t('step.12.lateTakeover', { age: ((answeredAt[i] - chargedAt) / 1000).toFixed(1), lock: CRASH_LOCK_S, times: LATE_TAKEOVER, status: String(tries[i].status ?? t('check.audit.noAnswer')) }),
+      t('step.12.stuck.why'),
+      { exchanges: [lost, tries[i], last] },
+    );
+  const told409 = tries.findIndex((e, i) => e.status === 409 && sentAt[i] - chargedAt >= LATE_TAKEOVER * lockMs);
+  if (told409 >= 0) throw fail(told409);
+  const waited = tries.findIndex((_, i) => answeredAt[i] - Math.max(sentAt[i], chargedAt + lockMs) >= (LATE_TAKEOVER - 1) * lockMs);
+  if (waited < 0) return;
+  if (lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+  const queued = starved.waitedMs();
+  if (queued >= STARVED_QUEUE_MS) throw new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) }));
+  throw fail(waited);
+}
+
+/**
+ * How long a server's threads may have waited for a CPU (summed, /proc schedstat) while a
+ * try was kept waiting before that wait says more about the machine than the server, in ms.
+ */
+export const STARVED_QUEUE_MS = 250;
+
+/**
  * The retries after the crash on B: a client retries on 409 every RETRY_DELAY_MS until a
  * 201, for at most IDEM_LOCK_S + RECOVERY_BOUND_MS; then one charge, one ledger row, and a
  * later retry replays that payment.
@@ -170,6 +222,7 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Paymen
   const sentAt: number[] = [];
   const answeredAt: number[] = [];
   const lag = startLagMonitor();
+  const starved = starveWatch(new SchedWatch([{ pid: b.pid, port: b.port, dbPath: b.dbPath }]));
   const tries = await retryWhileInFlight(ctx, b, req, deadline, sentAt, answeredAt).finally(() => lag.stop());
   const ms = Math.round(performance.now() - started);
   const last = tries[tries.length - 1];
@@ -191,21 +244,7 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Paymen
   }
   expectStatus(last, 201, t('step.12.retryStatus', { status: String(last.status) }), t('step.12.stuck.why'));
   paymentOf(last);
-  // A claim surely abandoned (LATE_TAKEOVER times IDEM_LOCK_S old, by the grader's clock, which never overstates its age) must have been taken over.
-  // And a try that waited must have been answered soon after the claim became abandoned
-  // (IDEM_LOCK_S after its charge reached the gate) or after it was sent, whichever is later.
-  const lockMs = CRASH_LOCK_S * 1000;
-  const late = tries.findIndex(
-    (e, i) => (e.status === 409 && sentAt[i] - chargedAt >= LATE_TAKEOVER * lockMs) || answeredAt[i] - Math.max(sentAt[i], chargedAt + lockMs) >= (LATE_TAKEOVER - 1) * lockMs,
-  );
-  if (late >= 0 && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
-  if (late >= 0) {
-    throw new CheckFailed(
-      t('step.12.lateTakeover', { age: ((answeredAt[late] - chargedAt) / 1000).toFixed(1), lock: CRASH_LOCK_S, times: LATE_TAKEOVER, status: String(tries[late].status ?? t('check.audit.noAnswer')) }),
-      t('step.12.stuck.why'),
-      { exchanges: [lost, tries[late], last] },
-    );
-  }
+  judgeTakeover(tries, sentAt, answeredAt, chargedAt, lag, starved, lost, last);
   const why = point === 'before' ? t('step.12.onceBefore.why') : t('step.12.once.why');
   if (point === 'before' && chargesOf(ctx, req.body, b).length === 0) {
     throw new CheckFailed(t('step.12.takeoverUnpaid', { server: b.label }), why, { exchanges: [lost, last] });

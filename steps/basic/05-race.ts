@@ -3,9 +3,10 @@ import { expect } from '../../grader/failure.js';
 import { commandKey, describeResponse, headerKey, parsePaste } from '../../grader/paste.js';
 import { t } from '../../i18n/index.js';
 import { CheckFailed } from '../../grader/failure.js';
-import { RACE_SIZE, raceRound, where } from '../../grader/race.js';
+import { RACE_SIZE, Unanswered, raceRound, where } from '../../grader/race.js';
 import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type LagMonitor } from '../../grader/gate.js';
 import { rowsForKey } from '../../grader/ledger.js';
+import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { isDeepStrictEqual } from 'node:util';
 import { checkTimeouts, responseJson, slowDatabaseTimeouts, type PayRequest } from '../../grader/http.js';
 import { expectCharges, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
@@ -87,6 +88,7 @@ async function latencyRound(ctx: LiveContext, server: ServerInstance): Promise<v
       {
         name: t('step.05.latencyRound', { ms: DB_LATENCY_MS }),
         payment,
+        lockstep: true,
         // A server right for one instance that lines the ten up behind a lock (a file or a
         // thread lock around look-up and claim) answers the last after about 7.5 s.
         timeouts: { connectMs: slowDatabaseTimeouts().connectMs, answerMs: slowDatabaseTimeouts().answerMs + HELD_BOUND_MS },
@@ -146,10 +148,21 @@ function gateSaw(charges: GateCharge[]): string[] {
  * A bound ran out: when the grader's own event loop lagged STARVED_LAG_MS or more
  * meanwhile, the result says nothing about the server (Inconclusive); else `failure`.
  */
-function boundRanOut(lag: LagMonitor, failure: () => CheckFailed): Error {
+function boundRanOut(lag: LagMonitor, failure: () => CheckFailed, starved?: { waitedMs(): number }): Error {
   const worst = lag.worstMs();
-  return worst >= STARVED_LAG_MS ? new Inconclusive(t('step.05.starved', { ms: Math.round(worst) })) : failure();
+  if (worst >= STARVED_LAG_MS) return new Inconclusive(t('step.05.starved', { ms: Math.round(worst) }));
+  // The server's threads kept waiting for a CPU (summed over its threads, /proc schedstat):
+  // a server blocked on a lock sleeps and waits for none; one the machine starved does.
+  const queued = starved?.waitedMs() ?? 0;
+  return queued >= SERVER_STARVED_MS ? new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) })) : failure();
 }
+
+/**
+ * How long the held round's server may have waited for a CPU, summed over its threads, in
+ * ms, before a bound that ran out says more about the machine than the server: half the
+ * bound. A server that makes a payment wait for a held charge sleeps meanwhile.
+ */
+export const SERVER_STARVED_MS = HELD_BOUND_MS / 2;
 
 /**
  * The held round, on a server of its own (its provider's gate in the grader's hand, see
@@ -198,6 +211,7 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
   const held = [raced.body, ...others.map((o) => o.body)];
   const hold = gate.hold((c) => held.some((b) => chargeOf(b)(c)));
   const lag = startLagMonitor();
+  const starved = starveWatch(new SchedWatch([{ pid: server.pid, port: server.port, dbPath: server.dbPath }]));
   let released = false;
   const sent: Sent[] = [];
   const send = (req: PayRequest): Sent => {
@@ -224,7 +238,7 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
       throw boundRanOut(lag, () => {
         const answered = dupes.filter((d) => d.got !== undefined).map((d) => d.got!);
         return new CheckFailed(t('step.05.heldNeverCharged', { ...said, answered: answered.length, size: RACE_SIZE }), t('step.05.heldGate.why'), { exchanges: answered.length > 0 ? answered : undefined });
-      });
+      }, starved);
     }
     const racedAt = performance.now();
     // 2. Payments with keys of their own: each must reach the provider while the raced charge is held.
@@ -238,13 +252,13 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
           t('step.05.serialised.why'),
           { details: gateSaw(gate.charges), ...(otherSent.some((s) => s.got) ? { exchanges: otherSent.filter((s) => s.got).map((s) => s.got!) } : {}) },
         );
-      });
+      }, starved);
     }
     // 3. With four charges held, one more payment must go through.
     const freeSent = send(free);
     const freeAnswered = await Promise.race([freeSent.answer.then(() => true), delay(HELD_BOUND_MS, undefined, { ref: false }).then(() => false)]);
     if (!freeAnswered) {
-      throw boundRanOut(lag, () => new CheckFailed(t('step.05.heldFree', { ...said, held: held.length, charged: gate.charges.some(chargeOf(free.body)) ? t('step.05.heldFree.charged') : t('step.05.heldFree.notCharged') }), t('step.05.serialised.why'), { details: gateSaw(gate.charges) }));
+      throw boundRanOut(lag, () => new CheckFailed(t('step.05.heldFree', { ...said, held: held.length, charged: gate.charges.some(chargeOf(free.body)) ? t('step.05.heldFree.charged') : t('step.05.heldFree.notCharged') }), t('step.05.serialised.why'), { details: gateSaw(gate.charges) }), starved);
     }
     if (freeSent.got!.status !== 201) {
       throw new CheckFailed(t('step.05.heldFreeStatus', { ...said, held: held.length, status: String(freeSent.got!.status ?? freeSent.got!.error) }), t('step.05.othersFailed.why'), { exchanges: [freeSent.got!] });
@@ -412,7 +426,7 @@ export const step: Step = {
     const main = ctx.startServer({ priority: 800 });
     // The look-up of a check-then-insert behind another write (an expiry DELETE, an audit
     // row) is not held by a lock; a database round trip widens its window.
-    const latencyDone = settled(ctx.startServer({ dbMs: DB_LATENCY_MS, ownDatabase: true, priority: 3 * DB_LATENCY_MS }).then((latent) => latencyRound(ctx, latent)));
+    const latencyDone = settled(ctx.startServer({ dbMs: DB_LATENCY_MS, dbGate: true, ownDatabase: true, priority: 3 * DB_LATENCY_MS }).then((latent) => latencyRound(ctx, latent)));
     const failures: unknown[] = [];
     let server: ServerInstance | undefined;
     try {
@@ -426,8 +440,13 @@ export const step: Step = {
       failures.push(err);
     }
     failures.push(await latencyDone, await heldDone);
-    // A failure the grader saw is said before an inconclusive part.
-    const failure = failures.find((f) => f !== undefined && !(f instanceof Inconclusive)) ?? failures.find((f) => f !== undefined);
+    // A failure the grader saw is said before one where a bound ran out (requests unanswered:
+    // a lock striped four ways holds the slow-database round's charges back too, and the held
+    // round names the cause), and both before an inconclusive part.
+    const failure =
+      failures.find((f) => f !== undefined && !(f instanceof Inconclusive) && !(f instanceof Unanswered)) ??
+      failures.find((f) => f !== undefined && !(f instanceof Inconclusive)) ??
+      failures.find((f) => f !== undefined);
     if (failure !== undefined) throw failure;
     return t('step.05.pass', { rounds: RACE_ROUNDS + 2, size: RACE_SIZE, where: where([server!]) });
   },

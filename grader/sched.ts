@@ -1,0 +1,146 @@
+/**
+ * What the scheduler did with a server's processes, read from /proc (Linux only; elsewhere
+ * every answer is "unknown", and callers fall back to what they did before):
+ * - whether any of its threads can run now (state R, running or waiting for a CPU, or D,
+ *   in the kernel on a disk): while none can, nothing the server does will happen until
+ *   something outside it (the grader, a timer, a lock holder) moves; lockstep.ts releases
+ *   a wave of statements only then;
+ * - how long its threads waited for a CPU and ran (/proc/PID/task/TID/schedstat: ns on
+ *   the CPU, ns waiting on a run queue): when a bound runs out while the server was kept
+ *   off the CPU, the result says nothing about the server (inconclusive), never its failure.
+ * The processes are found by process group (the server's first process leads it) and by
+ * the environment the grader gave the instance (a sandbox's processes lead groups of their
+ * own): the same rule as the lifecycle's (server.ts processesOf).
+ */
+import fs from 'node:fs';
+
+/** Where to find a server's processes: its process group and the PORT and IDEM_DB it was given. */
+export interface SchedTarget {
+  pid: number;
+  port: number;
+  dbPath: string;
+}
+
+/** The host pids of a server's live processes (its group, and what carries its PORT and IDEM_DB). Never throws; [] when /proc cannot be read. */
+export function serverPids(target: SchedTarget): number[] {
+  let entries: string[];
+  try {
+    entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    return [];
+  }
+  const wanted = [`PORT=${target.port}`, `IDEM_DB=${target.dbPath}`];
+  const found: number[] = [];
+  for (const entry of entries) {
+    const pid = Number(entry);
+    if (pid === process.pid) continue;
+    try {
+      const text = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      if (fields[0] === 'Z' || fields[0] === 'X') continue;
+      if (Number(fields[2]) === target.pid) {
+        found.push(pid);
+        continue;
+      }
+      // Only a process whose environment this user may read: the grader's own children.
+      const env = fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0');
+      if (wanted.every((w) => env.includes(w))) found.push(pid);
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
+}
+
+/** The thread ids of a process, or [] when it is gone. */
+function threadsOf(pid: number): number[] {
+  try {
+    return fs.readdirSync(`/proc/${pid}/task`).filter((e) => /^\d+$/.test(e)).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * A watch on one or more servers' threads: which can run now, and their CPU and run-queue
+ * time. The pids are looked up when made and again by refresh() (a server may start
+ * processes later); the thread lists are read on every question (threads come and go per
+ * request).
+ */
+export class SchedWatch {
+  private pids: number[] = [];
+  private readonly targets: SchedTarget[];
+  /** False where /proc cannot be read (not Linux): then runnable() is always undefined. */
+  readonly available: boolean;
+
+  constructor(targets: SchedTarget[]) {
+    this.targets = targets;
+    this.available = fs.existsSync('/proc/self/task');
+    this.refresh();
+  }
+
+  /** Looks the servers' processes up again. */
+  refresh(): void {
+    if (this.available) this.pids = [...new Set(this.targets.flatMap(serverPids))];
+  }
+
+  /**
+   * How many of the servers' threads can run now (state R or D in /proc/PID/task/TID/stat),
+   * or undefined when it cannot be told (no /proc, or no process found).
+   */
+  runnable(): number | undefined {
+    if (!this.available || this.pids.length === 0) return undefined;
+    let n = 0;
+    for (const pid of this.pids) {
+      for (const tid of threadsOf(pid)) {
+        try {
+          const text = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+          const state = text.charAt(text.lastIndexOf(')') + 2);
+          if (state === 'R' || state === 'D') n++;
+        } catch {
+          // the thread ended
+        }
+      }
+    }
+    return n;
+  }
+
+  /**
+   * Each live thread's time so far, in ms, by `pid/tid`: on a CPU, and waiting on a run
+   * queue for one (runnable but not run: the machine was busy). Undefined without /proc
+   * schedstat.
+   */
+  times(): Map<string, { cpuMs: number; waitMs: number }> | undefined {
+    if (!this.available || this.pids.length === 0) return undefined;
+    const out = new Map<string, { cpuMs: number; waitMs: number }>();
+    for (const pid of this.pids) {
+      for (const tid of threadsOf(pid)) {
+        try {
+          const [onCpu, onQueue] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
+          if (Number.isFinite(onCpu) && Number.isFinite(onQueue)) out.set(`${pid}/${tid}`, { cpuMs: onCpu / 1e6, waitMs: onQueue / 1e6 });
+        } catch {
+          // the thread ended
+        }
+      }
+    }
+    return out.size > 0 ? out : undefined;
+  }
+}
+
+/**
+ * How long the machine kept a server off the CPU during an interval: started by
+ * starveWatch, read by waitedMs() (the growth of its live threads' run-queue time since the
+ * start, summed over threads, in ms; a thread that began meanwhile counts whole; 0 when it
+ * cannot be told). A thread that ended meanwhile is not counted: the figure is a floor.
+ */
+export function starveWatch(watch: SchedWatch): { waitedMs(): number } {
+  const start = watch.times() ?? new Map<string, { cpuMs: number; waitMs: number }>();
+  return {
+    waitedMs: () => {
+      watch.refresh();
+      let waited = 0;
+      for (const [id, now] of watch.times() ?? []) waited += Math.max(0, now.waitMs - (start.get(id)?.waitMs ?? 0));
+      return waited;
+    },
+  };
+}

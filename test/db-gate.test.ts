@@ -1,0 +1,101 @@
+/**
+ * The database's gate (gate.ts, IDEM_DB_GATE) as a server speaks it: statements reported on
+ * the provider's socket, held while a check holds them, let go in waves (`go`), and let go at
+ * once, told `late`, when nothing holds them. No timing: each step waits for what it checks.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { openGate, type ProviderGate } from '../grader/gate.js';
+
+/** A thread of a server: one connection, statements reported one after another. */
+function client(gate: ProviderGate) {
+  const socket = net.connect(gate.socketPath);
+  const answers: string[] = [];
+  let buffered = '';
+  const waiters: Array<() => void> = [];
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => {
+    buffered += chunk;
+    for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+      answers.push(buffered.slice(0, nl));
+      buffered = buffered.slice(nl + 1);
+      waiters.splice(0).forEach((w) => w());
+    }
+  });
+  const nextAnswer = (count: number) => new Promise<void>((resolve) => (answers.length >= count ? resolve() : waiters.push(() => answers.length >= count && resolve())));
+  return {
+    answers,
+    ask: (sql: string, thread: number) => socket.write(JSON.stringify({ point: 'sql', sql, pid: 1, thread }) + '\n'),
+    ran: () => socket.write('{"point": "ran"}\n'),
+    nextAnswer,
+    close: () => socket.destroy(),
+  };
+}
+
+test('statements are held while a check holds them, go in a wave, and go at once, told late, when nothing holds them', async () => {
+  const gate = await openGate();
+  try {
+    const hold = gate.holdStatements();
+    const a = client(gate);
+    const b = client(gate);
+    a.ask('DELETE FROM idem', 1);
+    b.ask('DELETE FROM idem', 2);
+    assert.ok(await gate.until(() => hold.waiting().length === 2, 10_000), 'both statements reached the gate');
+    assert.deepEqual(a.answers, [], 'a held statement gets no answer');
+    assert.equal(hold.releaseWave(), 2);
+    await Promise.all([a.nextAnswer(1), b.nextAnswer(1)]);
+    assert.deepEqual([a.answers, b.answers], [['go'], ['go']]);
+    a.ran();
+    b.ran();
+    assert.ok(await gate.until(() => gate.statements.every((st) => st.ran), 10_000), 'each reported it ran');
+    // The next statement of each waits for the next wave.
+    a.ask('SELECT 1 FROM idem WHERE key = ?', 1);
+    assert.ok(await gate.until(() => hold.waiting().length === 1, 10_000));
+    hold.release();
+    await a.nextAnswer(2);
+    assert.equal(a.answers[1], 'go', 'what the hold had when released goes as held');
+    a.ran();
+    // Nothing holds now: at once, told late (the server waits IDEM_DB_MS as without the gate).
+    a.ask('INSERT INTO idem VALUES (1)', 1);
+    await a.nextAnswer(3);
+    assert.equal(a.answers[2], 'late');
+    a.close();
+    b.close();
+  } finally {
+    gate.close();
+  }
+});
+
+test('a hold let through answers every later statement go at once', async () => {
+  const gate = await openGate();
+  try {
+    const hold = gate.holdStatements();
+    const a = client(gate);
+    a.ask('SELECT 1', 7);
+    assert.ok(await gate.until(() => hold.waiting().length === 1, 10_000));
+    hold.passThrough();
+    await a.nextAnswer(1);
+    a.ran();
+    a.ask('SELECT 2', 7);
+    await a.nextAnswer(2);
+    assert.deepEqual(a.answers, ['go', 'go']);
+    a.close();
+  } finally {
+    gate.close();
+  }
+});
+
+test('a statement whose connection closes while held leaves the hold', async () => {
+  const gate = await openGate();
+  try {
+    const hold = gate.holdStatements();
+    const a = client(gate);
+    a.ask('SELECT 1', 3);
+    assert.ok(await gate.until(() => hold.waiting().length === 1, 10_000));
+    a.close();
+    assert.ok(await gate.until(() => hold.waiting().length === 0 && gate.statements[0].ran, 10_000));
+  } finally {
+    gate.close();
+  }
+});
