@@ -232,17 +232,30 @@ export function podHostname(): string {
 /** The most process ids a sandboxed start uses up before the server starts (withPidOffset): the offset is drawn from 1 to this. */
 export const PID_OFFSET_MAX = 24;
 
+/** The offset of the next start: a random first one, then each start the next (1 to PID_OFFSET_MAX, round). */
+let pidTurn = randomInt(PID_OFFSET_MAX);
+
+/**
+ * The pid offset of a new start: successive starts of this process take successive
+ * offsets, so the starts of one check (a restart, a second instance) never draw the same
+ * one, as a draw per start would, once in PID_OFFSET_MAX, and let a pid-scoped record pass;
+ * two starts collide only with a multiple of PID_OFFSET_MAX starts between them.
+ */
+export function nextPidOffset(): number {
+  return 1 + (pidTurn++ % PID_OFFSET_MAX);
+}
+
 /**
  * `command` behind a shell that first uses up 1 to PID_OFFSET_MAX process ids (forks that
- * exit at once), drawn per start, then execs it: a process `command` forks (the server,
+ * exit at once), a new number per start, then execs it: a process `command` forks (the server,
  * behind its relay) gets a pid that many further on. In a pid namespace of its own every
  * sandboxed server would otherwise get the same small pid, so a record scoped by pid (a
  * claim's owner, a per-process key) would look shared by every instance and every
  * restart; with the offset two starts see different pids, as two pods or a restarted
- * process do. The forks cost about a millisecond each. (The shell's own pid, which an
+ * process do (see nextPidOffset). The forks cost about a millisecond each. (The shell's own pid, which an
  * exec keeps, does not move: the offset reaches only what `command` starts.)
  */
-export function withPidOffset(command: string[], offset = 1 + randomInt(PID_OFFSET_MAX)): string[] {
+export function withPidOffset(command: string[], offset = nextPidOffset()): string[] {
   const burn = `i=0; while [ "$i" -lt ${offset} ]; do (:); i=$((i+1)); done; exec "$@"`;
   return ['/bin/sh', '-c', burn, 'sh', ...command];
 }

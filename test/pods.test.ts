@@ -1,6 +1,6 @@
 /**
  * Sandboxed instances are told apart the way pods are (issue 20): every sandboxed start
- * gets a host name of its own and a pid offset drawn per start, so two instances on one
+ * gets a host name of its own and a pid offset of its own (nextPidOffset), so two instances on one
  * database, or one instance and its restart, never see the same pid and host name. Without
  * it every sandbox (a pid namespace of its own) showed its server the same small pid and
  * the machine's name, and a record scoped by pid or host name looked shared by all of them.
@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { resolveInterpreter } from '../grader/server.js';
 import { LiveContext } from '../grader/context.js';
 import { makeGraderTempDir } from '../grader/engine.js';
-import { chooseSandboxFor, PID_OFFSET_MAX, withPidOffset } from '../grader/sandbox.js';
+import { chooseSandboxFor, nextPidOffset, PID_OFFSET_MAX, withPidOffset } from '../grader/sandbox.js';
 import { grade } from '../grader/engine.js';
 import { STEPS } from '../steps/index.js';
 import { openWorkspace } from '../lab/workspace.js';
@@ -40,7 +40,13 @@ test('withPidOffset runs the command behind a shell that forks the drawn number 
   assert.deepEqual(command.slice(0, 2), ['/bin/sh', '-c']);
   assert.match(command[2], /-lt 7 \]/);
   assert.deepEqual(command.slice(3), ['sh', 'python3', 'server.py']);
-  assert.ok(PID_OFFSET_MAX >= 16, 'enough offsets that two starts rarely draw the same one');
+  assert.ok(PID_OFFSET_MAX >= 16, 'enough offsets for the starts of one check');
+});
+
+test('successive starts take successive pid offsets: no two of PID_OFFSET_MAX starts in a row share one', () => {
+  const offsets = Array.from({ length: PID_OFFSET_MAX }, () => nextPidOffset());
+  assert.ok(offsets.every((o) => o >= 1 && o <= PID_OFFSET_MAX), offsets.join(', '));
+  assert.equal(new Set(offsets).size, PID_OFFSET_MAX, offsets.join(', '));
 });
 
 test('four sandboxed starts of one workspace: each sees a host name of its own, and the pids are not all one', async () => {
@@ -63,8 +69,8 @@ test('four sandboxed starts of one workspace: each sees a host name of its own, 
     const hosts = who.map((w) => w.split(' ')[1]);
     assert.ok(pids.every((p) => Number.isInteger(p) && p > 0), who.join(', '));
     assert.equal(new Set(hosts).size, hosts.length, `a host name per start: ${hosts.join(', ')}`);
-    // Four draws from PID_OFFSET_MAX offsets are all one only by a chance of 1 in PID_OFFSET_MAX³.
-    assert.ok(new Set(pids).size > 1, `the pids differ: ${pids.join(', ')}`);
+    // Four successive starts take four different offsets (nextPidOffset): four different pids.
+    assert.equal(new Set(pids).size, pids.length, `a pid per start: ${pids.join(', ')}`);
   } finally {
     await ctx.stopAll();
     fs.rmSync(tmp, { recursive: true, force: true });
