@@ -4,37 +4,14 @@
  * verdict asserted and each failure's message matched, so a wrong solution fails for its
  * reason and every correct design passes. The advanced reference passes the basic track too.
  */
-import fs from 'node:fs';
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gradeSettled } from './settle.js';
-import { runningServerCount, resolveInterpreter } from '../../grader/server.js';
+import { gradeFixture } from './settle.js';
+import { runningServerCount } from '../../grader/server.js';
 import { advancedSolutionNames, racySteps } from '../../fixtures/build.js';
 import { ADVANCED_MATRIX } from '../../fixtures/advanced-matrix.js';
-import { openWorkspace } from '../../lab/workspace.js';
 import { ADVANCED_STEPS, STEPS } from '../../steps/index.js';
-import { fixtureWorkspace, serversUnder, tempDir } from '../support.js';
 import { rowsOf, type Shard } from './shard.js';
-
-/** Grades a solution on `steps` in a workspace of its own, with the servers' copies in a folder of the test's. */
-async function gradeSolution(solution: string, steps: typeof STEPS) {
-  const ws = fixtureWorkspace(solution);
-  const tmp = tempDir('advanced-');
-  const before = process.env.TMPDIR;
-  process.env.TMPDIR = tmp.dir;
-  try {
-    const { command } = openWorkspace(ws.dir);
-    const results = await gradeSettled({ workspace: ws.dir, steps, command: await resolveInterpreter(command, ws.dir) });
-    assert.deepEqual(serversUnder(tmp.dir), [], "no server left running in the grader's copies");
-    assert.deepEqual(fs.readdirSync(tmp.dir).filter((f) => !f.startsWith('.')), [], 'every copy of the workspace was removed');
-    return results;
-  } finally {
-    if (before === undefined) delete process.env.TMPDIR;
-    else process.env.TMPDIR = before;
-    ws.remove();
-    tmp.remove();
-  }
-}
 
 /**
  * Defines the advanced matrix's tests for one shard: the bookkeeping test and the advanced
@@ -58,7 +35,7 @@ export function advancedMatrix(shard: Shard): void {
     });
 
     test('the advanced reference passes the basic track too: the advanced contract extends the basic one', async () => {
-      const results = await gradeSolution('advanced/reference', STEPS);
+      const results = await gradeFixture('advanced/reference', STEPS);
       assert.deepEqual(results.map((r) => `${r.id} ${r.status}`), STEPS.map((s) => `${s.id} pass`), results.map((r) => `${r.id} ${r.status}: ${r.message}`).join('\n'));
     });
   }
@@ -69,7 +46,7 @@ export function advancedMatrix(shard: Shard): void {
     const racy = solution.includes('/') ? racySteps(solution) : [];
     const judged = ADVANCED_STEPS.filter((s) => !racy.includes(s.id));
     test(`${solution}: ${ADVANCED_STEPS.map((s) => `${s.id}:${racy.includes(s.id) ? 'racy' : row[s.id] ? 'fail' : 'pass'}`).join(' ')}`, async () => {
-      const all = await gradeSolution(solution, ADVANCED_STEPS);
+      const all = await gradeFixture(solution, ADVANCED_STEPS);
       const results = all.filter((r) => !racy.includes(r.id));
       assert.deepEqual(
         results.map((r) => `${r.id} ${r.status}`),

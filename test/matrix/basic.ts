@@ -4,16 +4,13 @@
  * verdicts asserted, and each failure's message checked so a wrong solution fails for the
  * right reason. Every correct design (ok-*) passes all eight.
  */
-import fs from 'node:fs';
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gradeSettled } from './settle.js';
-import { runningServerCount, resolveInterpreter } from '../../grader/server.js';
+import { gradeFixture } from './settle.js';
+import { runningServerCount } from '../../grader/server.js';
 import { racySteps, solutionNames } from '../../fixtures/build.js';
 import { MATRIX, WARNINGS } from '../../fixtures/matrix.js';
-import { openWorkspace } from '../../lab/workspace.js';
 import { STEPS } from '../../steps/index.js';
-import { fixtureWorkspace, serversUnder, tempDir } from '../support.js';
 import { rowsOf, type Shard } from './shard.js';
 
 const P = 'pass';
@@ -37,44 +34,27 @@ export function basicMatrix(shard: Shard): void {
         assert.deepEqual(STEPS.filter((_, i) => row[i].startsWith('~')).map((s) => s.id), racySteps(solution), solution);
       }
     });
-
   }
 
   for (const [solution, row] of rowsOf(Object.entries(MATRIX), shard)) {
     const verdict = (v: string) => (v === P ? 'pass' : v.startsWith('~') ? 'pass|fail' : 'fail');
     test(`${solution}: ${row.map((v, i) => `${STEPS[i].id}:${verdict(v)}`).join(' ')}`, async () => {
-      const ws = fixtureWorkspace(solution);
-      // The servers' copies of the workspace go to a temporary folder of this test's own,
-      // so that what is left running there can be found.
-      const tmp = tempDir('matrix-');
-      const before = process.env.TMPDIR;
-      process.env.TMPDIR = tmp.dir;
-      try {
-        const { command } = openWorkspace(ws.dir);
-        const results = await gradeSettled({ workspace: ws.dir, steps: STEPS, command: await resolveInterpreter(command, ws.dir) });
-        assert.deepEqual(
-          results.map((r, i) => (row[i].startsWith('~') && r.status !== 'error' ? 'pass|fail' : r.status)),
-          row.map(verdict),
-          results.map((r) => `${r.id} ${r.status}: ${r.message}`).join('\n'),
-        );
-        results.forEach((result, i) => {
-          if (row[i] === P || result.status === 'pass') return;
-          assert.match(result.message, new RegExp(row[i].replace(/^~/, '')), `step ${result.id} fails for the right reason`);
-          assert.ok(result.why, `step ${result.id} says why it matters`);
-          assert.ok(result.exchanges.length > 0 || result.details.length > 0, `step ${result.id} shows what was sent and what came back`);
-          if (result.seed !== undefined) assert.ok(Number.isInteger(result.seed), `step ${result.id} names its seed`);
-        });
-        for (const [id, pattern] of Object.entries(WARNINGS[solution] ?? {})) {
-          const warnings = results.find((r) => r.id === id)?.warnings ?? [];
-          assert.ok(warnings.some((w) => new RegExp(pattern).test(w)), `step ${id} warns: ${pattern}\n${warnings.join('\n')}`);
-        }
-        assert.deepEqual(serversUnder(tmp.dir), [], 'no server left running in the grader\'s copies');
-        assert.deepEqual(fs.readdirSync(tmp.dir).filter((f) => !f.startsWith('.')), [], 'every copy of the workspace was removed');
-      } finally {
-        if (before === undefined) delete process.env.TMPDIR;
-        else process.env.TMPDIR = before;
-        ws.remove();
-        tmp.remove();
+      const results = await gradeFixture(solution, STEPS);
+      assert.deepEqual(
+        results.map((r, i) => (row[i].startsWith('~') && r.status !== 'error' ? 'pass|fail' : r.status)),
+        row.map(verdict),
+        results.map((r) => `${r.id} ${r.status}: ${r.message}`).join('\n'),
+      );
+      results.forEach((result, i) => {
+        if (row[i] === P || result.status === 'pass') return;
+        assert.match(result.message, new RegExp(row[i].replace(/^~/, '')), `step ${result.id} fails for the right reason`);
+        assert.ok(result.why, `step ${result.id} says why it matters`);
+        assert.ok(result.exchanges.length > 0 || result.details.length > 0, `step ${result.id} shows what was sent and what came back`);
+        if (result.seed !== undefined) assert.ok(Number.isInteger(result.seed), `step ${result.id} names its seed`);
+      });
+      for (const [id, pattern] of Object.entries(WARNINGS[solution] ?? {})) {
+        const warnings = results.find((r) => r.id === id)?.warnings ?? [];
+        assert.ok(warnings.some((w) => new RegExp(pattern).test(w)), `step ${id} warns: ${pattern}\n${warnings.join('\n')}`);
       }
     });
   }

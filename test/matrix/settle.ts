@@ -1,6 +1,12 @@
 /** Matrix grading that tells a verdict from a machine too busy to give one. */
 import { grade, type GradeOptions } from '../../grader/engine.js';
+import fs from 'node:fs';
+import assert from 'node:assert/strict';
+import { resolveInterpreter } from '../../grader/server.js';
+import type { Step } from '../../grader/track.js';
 import type { StepResult } from '../../grader/types.js';
+import { openWorkspace } from '../../lab/workspace.js';
+import { fixtureWorkspace, serversUnder, tempDir } from '../support.js';
 
 /** How many times a step the machine was too busy to judge is graded again, alone. */
 export const REGRADES = 2;
@@ -22,4 +28,30 @@ export async function gradeSettled(options: GradeOptions): Promise<StepResult[]>
     }
   }
   return results;
+}
+
+/**
+ * Grades the fixture `solution` (fixtures/build.ts) on `steps` with gradeSettled, in a
+ * workspace of its own and with the servers' copies in a temporary folder of its own (TMPDIR
+ * while it grades), so that what a check left there is found: asserts that no server is
+ * left running there and that every copy was removed.
+ * @throws AssertionError when a server or a copy was left behind
+ */
+export async function gradeFixture(solution: string, steps: readonly Step[]): Promise<StepResult[]> {
+  const ws = fixtureWorkspace(solution);
+  const tmp = tempDir('matrix-');
+  const before = process.env.TMPDIR;
+  process.env.TMPDIR = tmp.dir;
+  try {
+    const { command } = openWorkspace(ws.dir);
+    const results = await gradeSettled({ workspace: ws.dir, steps, command: await resolveInterpreter(command, ws.dir) });
+    assert.deepEqual(serversUnder(tmp.dir), [], "no server left running in the grader's copies");
+    assert.deepEqual(fs.readdirSync(tmp.dir).filter((f) => !f.startsWith('.')), [], 'every copy of the workspace was removed');
+    return results;
+  } finally {
+    if (before === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = before;
+    ws.remove();
+    tmp.remove();
+  }
 }
