@@ -46,9 +46,15 @@ export interface SandboxLimits {
 /** The default size of a sandbox's /dev/shm, bytes. */
 export const DEFAULT_SHM_BYTES = 16 * 1024 * 1024;
 
-/** Defaults: room for a Python server with a thread per request, nothing like a fork bomb or a disk filler. */
+/**
+ * Defaults: room for a Python server with a thread per request, nothing like a fork bomb or a
+ * disk filler. Address space is 4 GiB, not the 1 GiB of memory the cgroup allows: glibc reserves
+ * 64 MiB of address space per malloc arena, up to 8 arenas per core, so a threaded Python server
+ * answering 16 requests at once maps over 1 GiB while 20 MiB of it is resident, and under a
+ * 1 GiB RLIMIT_AS its threads got MemoryError (02 and 06 send that many at once).
+ */
 export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
-  memoryBytes: 1024 * 1024 * 1024,
+  memoryBytes: 4 * 1024 * 1024 * 1024,
   openFiles: 512,
   fileBytes: 64 * 1024 * 1024,
   cpuSeconds: 300,

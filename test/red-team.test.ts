@@ -137,6 +137,28 @@ test('as root, the sandboxed server runs as an unprivileged user: /etc/shadow st
   assert.match(out, /CapEff:\s+0+\n/, `no effective capabilities: ${out}`);
 });
 
+test('a Python server with 16 threads at once keeps its memory: the address-space bound leaves room for glibc\'s malloc arenas', { skip: !hasBwrap ? 'needs bubblewrap' : false }, async () => {
+  // Each thread allocates, so glibc gives it an arena of its own (64 MiB of address space, up
+  // to 8 per core). Under a 1 GiB RLIMIT_AS this raised MemoryError on 2 cores, as 02's
+  // sixteen requests at once did to the reference server.
+  const script = [
+    'import threading, sqlite3, time',
+    'errors = []',
+    'def work():',
+    '    try:',
+    "        c = sqlite3.connect(':memory:'); c.execute('create table t(x)')",
+    "        for i in range(200): c.execute('insert into t values (?)', ('x' * 1000,))",
+    '        time.sleep(0.5)',
+    '    except BaseException as e: errors.append(repr(e))',
+    'ts = [threading.Thread(target=work) for _ in range(16)]',
+    '[t.start() for t in ts]',
+    '[t.join() for t in ts]',
+    "print('errors', len(errors), errors[:1])",
+  ].join('\n');
+  const { out } = await inSandbox(`python3 -c "$(cat <<'PY'\n${script}\nPY\n)"`);
+  assert.match(out, /^errors 0 /m, `no thread ran out of address space: ${out.slice(-400)}`);
+});
+
 test('as root, a fork bomb is bounded by the process limit', { skip: !isRoot || !hasBwrap ? 'needs root and bubblewrap' : false }, async () => {
   // Starts sleeping children until fork fails (dash then exits), printing the count after
   // each one; bounded by 2,000 in any case. The sleepers die with the sandbox.
