@@ -9,12 +9,15 @@ import { openWorkspace } from '../../lab/workspace.js';
 import { fixtureWorkspace, serversUnder, tempDir } from '../support.js';
 
 /** How many times a step the machine was too busy to judge is graded again, alone. */
-export const REGRADES = 2;
+export const REGRADES = 4;
+
+/** The pause before the n-th regrade (from 0), ms: 1, 2, 4, 8 s, so that a burst of load (the other test lane starting servers) has passed. */
+const regradePauseMs = (n: number): number => 1000 * 2 ** n;
 
 /**
  * Grades like `grade(options)`, then grades each step that came back inconclusive (the
  * machine was too busy to judge it: StepResult.inconclusive) again on its own, up to
- * REGRADES times, so that a matrix row compares verdicts, not the load of the moment. A step
+ * REGRADES times after a growing pause, so that a matrix row compares verdicts, not the load of the moment. A step
  * still inconclusive after that stays an 'error' and fails its row. Never re-grades a
  * verdict: a pass or a fail stands as first given.
  */
@@ -24,6 +27,7 @@ export async function gradeSettled(options: GradeOptions): Promise<StepResult[]>
     for (let n = 0; n < REGRADES && results[i].inconclusive; n++) {
       const step = options.steps.find((s) => s.id === results[i].id);
       if (!step) break;
+      await new Promise((resolve) => setTimeout(resolve, regradePauseMs(n)));
       [results[i]] = await grade({ ...options, steps: [step] });
     }
   }
