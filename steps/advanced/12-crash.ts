@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { limits } from '../../grader/limits.js';
-import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold } from '../../grader/gate.js';
+import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type GateStatement, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
@@ -25,9 +25,12 @@ export const LATE_TAKEOVER = 2;
  * Where the grader crashes a server in the middle of a payment (gate.ts): `before`, held at
  * the provider before the money moved (the take-over must charge: a take-over that only
  * writes the row pays nothing); `after`, held once the money moved and before charge()
- * returned (the take-over must not charge again).
+ * returned (the take-over must not charge again); `returned`, once charge() returned, held
+ * at the database's gate while the server records the payment (crashReturned: after every
+ * write but its last, for a server that speaks IDEM_DB_GATE; the take-over must find what
+ * was written and neither charge nor record the payment again).
  */
-export const CRASH_POINTS = ['after', 'before'] as const;
+export const CRASH_POINTS = ['after', 'before', 'returned'] as const;
 export type CrashPoint = (typeof CRASH_POINTS)[number];
 /** How long a killed server's processes may take to be gone before its folder is put back, in ms. */
 const KILLED_WITHIN_MS = 10_000;
@@ -89,7 +92,8 @@ async function chargeUnderWay(
   const pending = sendPending(ctx, server, req);
   try {
     const held = await Promise.race([gate.until(() => hold.held.length > 0, GATE_BOUND_MS), pending.answer.then(() => hold.held.length > 0)]);
-    if (held) return { ...pending, hold, chargedAt: hold.held[0].startedAt };
+    // The same object (not a copy): its doneAt is set when the answer comes.
+    if (held) return Object.assign(pending, { hold, chargedAt: hold.held[0].startedAt });
     hold.release();
     if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
   } finally {
@@ -132,6 +136,102 @@ async function crashAt(ctx: LiveContext, a: ServerInstance, point: CrashPoint): 
     throw new CheckFailed(t('step.12.answeredEarly', { request: describeRequest(lost), status: lost.status }), t('step.12.answeredEarly.why'), {
       exchanges: [lost],
     });
+  }
+  return { req, lost, chargedAt: inFlight.chargedAt };
+}
+
+/** Whether a database statement's text writes (INSERT, UPDATE, DELETE, REPLACE), after leading blanks and comments; BEGIN, COMMIT and reads do not. */
+export function writesRows(sql: string): boolean {
+  const text = sql.replace(/^(\s+|--[^\n]*\n|\/\*[\s\S]*?\*\/)*/, '');
+  return /^(insert|update|delete|replace|with\b[\s\S]*\b(insert|update|delete|replace)\b)/i.test(text);
+}
+
+/**
+ * The thread (as the server reported it at the database's gate) that ran the last statement
+ * reported before `charge` reached the gate: the paying request's own (its claim), so its
+ * statements after charge() returned are told from a background thread's.
+ */
+function threadOf(gate: ProviderGate, charge: GateCharge): number | undefined {
+  const before = gate.statements.filter((st) => st.reportedAt <= charge.startedAt);
+  return before[before.length - 1]?.thread;
+}
+
+/**
+ * Where a crash once charge() returned is made, learned from a payment of the server's own
+ * (`probe`, graded by nothing else): its request thread's statements reported after the
+ * money moved and before its answer came. The crash comes at its last write (after every
+ * other write ran: a payment recorded in several statements is caught half recorded), or
+ * at its first statement when none of them writes (a server that records in a transaction
+ * it opens then: BEGIN). Undefined when the server speaks no database's gate (it reported
+ * no statement before its charge), ran none after it, or the probe was not answered 201.
+ * @returns the index, among the request thread's statements after charge() returned, of the statement to crash at
+ */
+async function crashIndex(ctx: LiveContext, server: ServerInstance, probe: Payment): Promise<number | undefined> {
+  const gate = ctx.gate(server);
+  const paying = await chargeUnderWay(ctx, server, probe, 'moved');
+  const thread = threadOf(gate, paying.hold.held[0]);
+  const from = gate.statements.length;
+  paying.hold.release();
+  const answer = await paying.answer;
+  if (thread === undefined || answer.status !== 201 || paying.doneAt === undefined) return undefined;
+  const after = gate.statements.slice(from).filter((st) => st.thread === thread && st.reportedAt < paying.doneAt!);
+  if (after.length === 0) return undefined;
+  const writes = after.flatMap((st, i) => (writesRows(st.sql) ? [i] : []));
+  return writes.length > 0 ? writes[writes.length - 1] : 0;
+}
+
+/**
+ * The crash once charge() returned (`returned`): on a server started with the database's
+ * gate, a payment's charge is held once the money moved; then every database statement is
+ * held at the gate (statement by statement, each let run unless it is the one to crash
+ * at: crashIndex) and the charge let go, so charge() returns and the server records the
+ * payment; the server is killed (SIGKILL) while its request thread's statement at that
+ * index waits. The money moved and the provider's statement has it; what the server wrote
+ * before that statement stays.
+ * @returns the payment, the killed request's exchange and when its charge reached the gate;
+ *   undefined when no crash was made there (the server speaks no database's gate, runs no
+ *   statement after charge(), or answered before it reached the statement: it is stopped)
+ * @throws CheckFailed when the charge never began; Inconclusive when the bound ran out while the grader was starved
+ */
+async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<{ req: Payment; lost: Exchange; chargedAt: number } | undefined> {
+  const data = ctx.data.fork('crash-returned');
+  const at = await crashIndex(ctx, j, { key: data.key(), body: data.payment() });
+  if (at === undefined) {
+    await ctx.stopServer(j);
+    return undefined;
+  }
+  const gate = ctx.gate(j);
+  const req = { key: data.key(), body: data.payment() };
+  const inFlight = await chargeUnderWay(ctx, j, req, 'moved');
+  const thread = threadOf(gate, inFlight.hold.held[0]);
+  const from = gate.statements.length;
+  const statements = gate.holdStatements();
+  let target: GateStatement | undefined;
+  const reached = () => {
+    const mine = gate.statements.slice(from).filter((st) => st.thread === thread);
+    if (mine.length > at) {
+      target = mine[at];
+      if (!target.released) return true;
+    }
+    // Every other statement runs: the request's earlier writes, and any background thread's.
+    statements.releaseWave();
+    return false;
+  };
+  const lag = startLagMonitor();
+  let crashed = false;
+  try {
+    inFlight.hold.release();
+    crashed = await Promise.race([gate.until(reached, GATE_BOUND_MS), inFlight.answer.then(() => false)]);
+    if (crashed) await j.kill();
+    else if (inFlight.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+  } finally {
+    lag.stop();
+    statements.release();
+  }
+  const lost = await inFlight.answer;
+  if (!crashed || lost.status !== undefined) {
+    await ctx.stopServer(j);
+    return undefined;
   }
   return { req, lost, chargedAt: inFlight.chargedAt };
 }
@@ -245,7 +345,7 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Paymen
   expectStatus(last, 201, t('step.12.retryStatus', { status: String(last.status) }), t('step.12.stuck.why'));
   paymentOf(last);
   judgeTakeover(tries, sentAt, answeredAt, chargedAt, lag, starved, lost, last);
-  const why = point === 'before' ? t('step.12.onceBefore.why') : t('step.12.once.why');
+  const why = t(point === 'before' ? 'step.12.onceBefore.why' : point === 'returned' ? 'step.12.onceReturned.why' : 'step.12.once.why');
   if (point === 'before' && chargesOf(ctx, req.body, b).length === 0) {
     throw new CheckFailed(t('step.12.takeoverUnpaid', { server: b.label }), why, { exchanges: [lost, last] });
   }
@@ -390,37 +490,47 @@ export const step: Step = {
     // outside the parts: a server that cannot start at all is said as such.
     const liveDatabase = ctx.newDatabase();
     const beforeDatabase = ctx.newDatabase();
+    const returnedDatabase = ctx.newDatabase();
     const starts = await Promise.allSettled([
       ctx.startServer({ env: CRASH_ENV, label: 'A', priority: 2000 }),
       ctx.startServer({ database: beforeDatabase, env: CRASH_ENV, label: 'G', priority: 2000 }),
       ctx.startServer({ database: liveDatabase, env: liveEnv(0), label: 'C', priority: 3000 + LIVE_WINDOWS_MS[0] }),
+      ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, dbGate: true, label: 'J', priority: 2000 }),
     ]);
     for (const start of starts) if (start.status === 'rejected') throw start.reason;
-    const [a, g, c] = starts.map((start) => (start as PromiseFulfilledResult<ServerInstance>).value);
+    const [a, g, c, j] = starts.map((start) => (start as PromiseFulfilledResult<ServerInstance>).value);
     const settle = <T>(run: Promise<T>) => run.then((value) => ({ value }), (err: unknown) => ({ err }));
-    const crashName = (point: CrashPoint) => t(point === 'before' ? 'step.12.part.crashBefore' : 'step.12.part.crash');
+    const crashName = (point: CrashPoint) => t(point === 'before' ? 'step.12.part.crashBefore' : point === 'returned' ? 'step.12.part.crashReturned' : 'step.12.part.crash');
     const crash = settle(
       (async () => {
-        // Both crashes at once (after the money moved on A, before it moved on G); both
-        // folders are put back as the learner's with only the databases and statements kept
-        // (a restarted pod keeps its volume only), and B and H start there.
-        const [after, before] = await Promise.all([inPart(crashName('after'), () => crashAt(ctx, a, 'after')), inPart(crashName('before'), () => crashAt(ctx, g, 'before'))]);
+        // The three crashes at once (after the money moved on A, before it moved on G, once
+        // charge() returned on J); the folders are put back as the learner's with only the
+        // databases and statements kept (a restarted pod keeps its volume only), and B, H
+        // and K start there (no K when J could not be crashed there: see crashReturned).
+        const [after, before, returned] = await Promise.all([
+          inPart(crashName('after'), () => crashAt(ctx, a, 'after')),
+          inPart(crashName('before'), () => crashAt(ctx, g, 'before')),
+          inPart(crashName('returned'), () => crashReturned(ctx, j)),
+        ]);
         // Killed, their processes may take a moment to be reaped on a busy machine: the folders are put back once they are gone.
-        await Promise.all([a, g].map((server) => server.endedWithin(KILLED_WITHIN_MS)));
+        await Promise.all([a, g, ...(returned ? [j] : [])].map((server) => server.endedWithin(KILLED_WITHIN_MS)));
         ctx.renewCopies();
-        const [b, h] = await Promise.all([
+        const [b, h, k] = await Promise.all([
           ctx.startServer({ env: CRASH_ENV, label: 'B', priority: 1500 }),
           ctx.startServer({ database: beforeDatabase, env: CRASH_ENV, label: 'H', priority: 1500 }),
+          returned ? ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, label: 'K', priority: 1500 }) : undefined,
         ]);
         // Beside the retries, on B: a charge that outlasts IDEM_LOCK_S while its owner lives.
-        const [recovered, recoveredBefore, slow] = await Promise.all([
+        const [recovered, recoveredBefore, slow, recoveredReturned] = await Promise.all([
           settle(inPart(crashName('after'), () => recover(ctx, b, after, 'after'))),
           settle(inPart(crashName('before'), () => recover(ctx, h, before, 'before'))),
           settle(inPart(t('step.12.part.slow', { lock: CRASH_LOCK_S }), () => slowOwner(ctx, b))),
+          settle(returned && k ? inPart(crashName('returned'), () => recover(ctx, k, returned, 'returned')) : Promise.resolve(undefined)),
         ]);
         if ('err' in recovered) throw recovered.err;
         if ('err' in recoveredBefore) throw recoveredBefore.err;
         if ('err' in slow) throw slow.err;
+        if ('err' in recoveredReturned) throw recoveredReturned.err;
         return recovered.value;
       })(),
     );
