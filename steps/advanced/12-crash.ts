@@ -26,9 +26,9 @@ export const LATE_TAKEOVER = 2;
  * the provider before the money moved (the take-over must charge: a take-over that only
  * writes the row pays nothing); `after`, held once the money moved and before charge()
  * returned (the take-over must not charge again); `returned`, once charge() returned, held
- * at the database's gate while the server records the payment (crashReturned: after every
- * write but its last, for a server that speaks IDEM_DB_GATE; the take-over must find what
- * was written and neither charge nor record the payment again).
+ * at the database's gate while the server records the payment (crashReturned: right after
+ * its ledger row was written, for a server that speaks IDEM_DB_GATE; the take-over must
+ * find what was written and neither charge nor record the payment again).
  */
 export const CRASH_POINTS = ['after', 'before', 'returned'] as const;
 export type CrashPoint = (typeof CRASH_POINTS)[number];
@@ -140,10 +140,10 @@ async function crashAt(ctx: LiveContext, a: ServerInstance, point: CrashPoint): 
   return { req, lost, chargedAt: inFlight.chargedAt };
 }
 
-/** Whether a database statement's text writes (INSERT, UPDATE, DELETE, REPLACE), after leading blanks and comments; BEGIN, COMMIT and reads do not. */
-export function writesRows(sql: string): boolean {
+/** Whether a database statement's text inserts into the contract's ledger table (after leading blanks and comments). */
+export function insertsLedgerRow(sql: string): boolean {
   const text = sql.replace(/^(\s+|--[^\n]*\n|\/\*[\s\S]*?\*\/)*/, '');
-  return /^(insert|update|delete|replace|with\b[\s\S]*\b(insert|update|delete|replace)\b)/i.test(text);
+  return /^(insert|replace)\s+(or\s+\w+\s+)?into\s+(main\.)?["`\[]?ledger\b/i.test(text);
 }
 
 /**
@@ -159,11 +159,13 @@ function threadOf(gate: ProviderGate, charge: GateCharge): number | undefined {
 /**
  * Where a crash once charge() returned is made, learned from a payment of the server's own
  * (`probe`, graded by nothing else): its request thread's statements reported after the
- * money moved and before its answer came. The crash comes at its last write (after every
- * other write ran: a payment recorded in several statements is caught half recorded), or
- * at its first statement when none of them writes (a server that records in a transaction
- * it opens then: BEGIN). Undefined when the server speaks no database's gate (it reported
- * no statement before its charge), ran none after it, or the probe was not answered 201.
+ * money moved and before its answer came. The crash comes at the statement after the one
+ * that inserts the ledger row, when the server writes it outside a transaction and runs
+ * more after it (the payment half recorded: its ledger row and nothing after it, whatever
+ * the server writes next, its record's status or a clean-up); else at its first statement
+ * after charge() (a server that records in a transaction it opens then: its BEGIN).
+ * Undefined when the server speaks no database's gate (it reported no statement before
+ * its charge), ran none after it, or the probe was not answered 201.
  * @returns the index, among the request thread's statements after charge() returned, of the statement to crash at
  */
 async function crashIndex(ctx: LiveContext, server: ServerInstance, probe: Payment): Promise<number | undefined> {
@@ -176,8 +178,8 @@ async function crashIndex(ctx: LiveContext, server: ServerInstance, probe: Payme
   if (thread === undefined || answer.status !== 201 || paying.doneAt === undefined) return undefined;
   const after = gate.statements.slice(from).filter((st) => st.thread === thread && st.reportedAt < paying.doneAt!);
   if (after.length === 0) return undefined;
-  const writes = after.flatMap((st, i) => (writesRows(st.sql) ? [i] : []));
-  return writes.length > 0 ? writes[writes.length - 1] : 0;
+  const ledger = after.findIndex((st) => insertsLedgerRow(st.sql));
+  return ledger >= 0 && ledger + 1 < after.length ? ledger + 1 : 0;
 }
 
 /**
@@ -352,7 +354,9 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Paymen
   expectCharges(ctx, req.body, 1, [lost, last], why, b);
   expectRows(ctx, req.key, 1, [lost, last], why, b);
   // The take-over's 201 is the payment's first answer; a later retry is its replay, and says so.
-  notReplayed(last, t('step.12.recovered'));
+  // (Crashed once charge() returned, the server may have recorded the payment whole before
+  // it died: its retry is then rightly a replay.)
+  if (point !== 'returned') notReplayed(last, t('step.12.recovered'));
   const later = await ctx.pay(b, req);
   expectReplay(last, later, t('step.12.replay.why'));
   if (!saysReplayed(later)) {
