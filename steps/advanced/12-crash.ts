@@ -15,12 +15,20 @@ import type { Step } from '../../grader/track.js';
 /** IDEM_LOCK_S of the crashed deployments (A then B, G then H, each pair on its database), in s: a claim older than this is abandoned. */
 export const CRASH_LOCK_S = 2;
 /**
- * How old, in IDEM_LOCK_S, a claim may be at most when a retry is still told 409: by then it
- * is surely abandoned (its age is measured from when its charge reached the provider's gate,
- * later than the claim was made, so never more than its real age). A server that waits three
- * times IDEM_LOCK_S before it takes over answers 409 there.
+ * How long, in IDEM_LOCK_S, a try may be kept waiting past the claim's abandonment before
+ * the take-over counts as late (LATE_TAKEOVER - 1 times IDEM_LOCK_S: judgeTakeover's timed
+ * rule). A server that waits three times IDEM_LOCK_S in a poll loop is kept waiting there.
  */
 export const LATE_TAKEOVER = 2;
+/**
+ * How old, in IDEM_LOCK_S, a claim may be at most when a retry is still told 409: by then it
+ * is surely abandoned (its age is measured from when its charge reached the provider's gate,
+ * later than the claim was made, so never more than its real age; the half IDEM_LOCK_S
+ * beyond it, a second, is far more than any clock's step). A server that takes over only at
+ * twice IDEM_LOCK_S ("a margin") and answers 409 until then is told apart by it; this rule
+ * is causal, not timed: the server decides after the try was sent.
+ */
+export const TOLD_409_LATE = 1.5;
 /**
  * Where the grader crashes a server in the middle of a payment (gate.ts): `before`, held at
  * the provider before the money moved (the take-over must charge: a take-over that only
@@ -263,7 +271,7 @@ async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req:
 /**
  * Whether the crashed claim was taken over in time, judged by what the server said, not by
  * how fast it said it:
- * - a try answered 409 that was sent when the claim was surely LATE_TAKEOVER times
+ * - a try answered 409 that was sent when the claim was surely TOLD_409_LATE times
  *   IDEM_LOCK_S old fails: the server, deciding after the try came, knew the claim was
  *   abandoned (its age is counted from when its charge reached the provider's gate, later
  *   than the claim was made, so never overstated, whatever the machine's load);
@@ -289,20 +297,20 @@ function judgeTakeover(
   last: Exchange,
 ): void {
   const lockMs = CRASH_LOCK_S * 1000;
-  const fail = (i: number) =>
+  const fail = (i: number, times: number) =>
     new CheckFailed(
-      t('step.12.lateTakeover', { age: ((answeredAt[i] - chargedAt) / 1000).toFixed(1), lock: CRASH_LOCK_S, times: LATE_TAKEOVER, status: String(tries[i].status ?? t('check.audit.noAnswer')) }),
+      t('step.12.lateTakeover', { age: ((answeredAt[i] - chargedAt) / 1000).toFixed(1), lock: CRASH_LOCK_S, times, status: String(tries[i].status ?? t('check.audit.noAnswer')) }),
       t('step.12.stuck.why'),
       { exchanges: [lost, tries[i], last] },
     );
-  const told409 = tries.findIndex((e, i) => e.status === 409 && sentAt[i] - chargedAt >= LATE_TAKEOVER * lockMs);
-  if (told409 >= 0) throw fail(told409);
+  const told409 = tries.findIndex((e, i) => e.status === 409 && sentAt[i] - chargedAt >= TOLD_409_LATE * lockMs);
+  if (told409 >= 0) throw fail(told409, TOLD_409_LATE);
   const waited = tries.findIndex((_, i) => answeredAt[i] - Math.max(sentAt[i], chargedAt + lockMs) >= (LATE_TAKEOVER - 1) * lockMs);
   if (waited < 0) return;
   if (lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
   const queued = starved.waitedMs();
   if (queued >= STARVED_QUEUE_MS) throw new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) }));
-  throw fail(waited);
+  throw fail(waited, LATE_TAKEOVER);
 }
 
 /**
