@@ -1,7 +1,6 @@
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
-import { openStudentDatabase } from '../../grader/student-db.js';
 import { listOf, t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
@@ -104,6 +103,19 @@ async function expectState(ctx: LiveContext, server: ServerInstance, link: strin
 }
 
 /**
+ * Writes one ledger row of an earlier deployment into the database of `server` (a payment
+ * made two days ago under a key of its own, whose record has long expired): the ledger
+ * holds it and no record does, as in any database that has run a while, so the next
+ * payment's id is not the row number of its record in a table of the server's own (a link
+ * built from that row number points at another payment). Nothing is written when the
+ * ledger is not there yet or takes no such row (the contract's columns): the check goes on.
+ */
+function seedOlderPayment(ctx: LiveContext, server: ServerInstance): void {
+  const older = ctx.data.payment();
+  ctx.seedLedgerRow(server, { key: ctx.freshKey(), user: older.user, amount: older.amount, createdAt: new Date(Date.now() - 2 * 86_400_000).toISOString() });
+}
+
+/**
  * Step 14 (advanced track): a stored response tells what happened then, and a link tells
  * what is true now (the essay's last point: a replay after a refund must not be rebuilt
  * from the payment's current state; Stripe answers a replay with the first response and
@@ -120,26 +132,6 @@ async function expectState(ctx: LiveContext, server: ServerInstance, link: strin
  * which WHATWG URL would quietly read as a slash); what it resolves to is what is then
  * GET and refunded.
  */
-/**
- * Writes one ledger row of an earlier deployment into the database of `server` (a payment
- * made two days ago under a key of its own, whose record has long expired): the ledger
- * holds it and no record does, as in any database that has run a while, so the next
- * payment's id is not the row number of its record in a table of the server's own (a link
- * built from that row number points at another payment). Nothing is written when the
- * ledger is not there yet or takes no such row (the contract's columns): the check goes on.
- */
-function seedOlderPayment(ctx: LiveContext, server: ServerInstance): void {
-  const older = ctx.data.payment();
-  let db: ReturnType<typeof openStudentDatabase> | undefined;
-  try {
-    db = openStudentDatabase(ctx.database(server).dbPath);
-    db.prepare('INSERT INTO ledger (idempotency_key, user, amount, created_at) VALUES (?, ?, ?, ?)').run(ctx.freshKey(), older.user, older.amount, new Date(Date.now() - 2 * 86_400_000).toISOString());
-  } catch {
-    // No ledger of the contract's shape yet: the server is judged on its own payments.
-  } finally {
-    db?.close();
-  }
-}
 
 export const step: Step = {
   id: '14',
