@@ -486,7 +486,11 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
  * record's key, as Stripe's API takes an idempotency key, so the provider moves the money
  * once) and one ledger row; on the restarted server, a charge that outlasts IDEM_LOCK_S is
  * taken over by a retry and its owner, once its charge returns, must not finish the claim
- * (still one row). Beside it, on a database of its own, a retry while another
+ * (still one row). The same crash is made before the money moved (on G, then H: the
+ * take-over must charge) and, on a server that speaks the database's gate, once charge()
+ * returned, right after the ledger row was written (on J, then K: crashReturned; the
+ * take-over must neither charge nor record the payment again). Beside it, on a database
+ * of its own, a retry while another
  * server is still charging, and a server started then, must not take that younger claim
  * over: the first request keeps its payment (docs/server-contract.md, "The advanced track").
  */
