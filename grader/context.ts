@@ -120,6 +120,8 @@ export class LiveContext {
   overrun: CheckFailed | undefined;
   /** Each instance's provider gate (gate.ts), and every gate opened, closed by stopAll. */
   private readonly gates = new Map<ServerInstance, ProviderGate>();
+  /** The keys of the ledger rows the check wrote itself (seedLedgerRow): the final audit (audit.ts) takes them for no payment of the server's. */
+  readonly seededKeys = new Set<string>();
   private readonly openGates: ProviderGate[] = [];
   /** This check's keys, users and amounts, from the run's seed. */
   readonly data: TestData;
@@ -544,6 +546,27 @@ export class LiveContext {
       db.exec('ROLLBACK');
       db.close();
     };
+  }
+
+  /**
+   * Writes one ledger row into the database of `of` (an instance, or a database; default the
+   * check's own), as an earlier deployment would have left it: the contract's columns
+   * (idempotency_key, user, amount, created_at, an ISO 8601 UTC text). Its key is kept in
+   * seededKeys, so the final audit does not count it as a payment the server made.
+   * @returns true when it was written; false when the ledger is not there or takes no such row
+   */
+  seedLedgerRow(of: ServerInstance | CheckDatabase | undefined, row: { key: string; user: string; amount: number; createdAt: string }): boolean {
+    let db: ReturnType<typeof openStudentDatabase> | undefined;
+    try {
+      db = openStudentDatabase(this.database(of).dbPath);
+      db.prepare('INSERT INTO ledger (idempotency_key, user, amount, created_at) VALUES (?, ?, ?, ?)').run(row.key, row.user, row.amount, row.createdAt);
+      this.seededKeys.add(row.key);
+      return true;
+    } catch {
+      return false;
+    } finally {
+      db?.close();
+    }
   }
 
   /**

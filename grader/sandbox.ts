@@ -253,16 +253,21 @@ export function nextPidOffset(): number {
 
 /**
  * `command` behind a shell that first uses up 1 to PID_OFFSET_MAX process ids (forks that
- * exit at once), a new number per start, then execs it: a process `command` forks (the server,
- * behind its relay) gets a pid that many further on. In a pid namespace of its own every
- * sandboxed server would otherwise get the same small pid, so a record scoped by pid (a
- * claim's owner, a per-process key) would look shared by every instance and every
- * restart; with the offset two starts see different pids, as two pods or a restarted
- * process do (see nextPidOffset). The forks cost about a millisecond each. (The shell's own pid, which an
- * exec keeps, does not move: the offset reaches only what `command` starts.)
+ * exit at once), a new number per start, then forks a subshell that execs `command` (the
+ * relay) and waits for it: the relay, and the server it forks, get pids that many further
+ * on. In a pid namespace of its own every sandboxed server would otherwise get the same
+ * small pid, and the same parent (the relay, at the shell's pid), so a record scoped by
+ * pid or by the parent's pid (a claim's owner, a per-process key, a supervisor's pid)
+ * would look shared by every instance and every restart; with the offset two starts see
+ * different pids and parents, as two pods or a restarted process do (see nextPidOffset).
+ * The forks cost about a millisecond each. The shell ignores SIGTERM, SIGINT and SIGHUP
+ * (the relay, which `command` must be, sets its own handlers and gives the server the
+ * default ones back) and exits with the relay's status, so a stop still reaches the
+ * server through the process group and its exit code comes back unchanged. (The shell's
+ * own pid does not move: it is the first of the namespace's.)
  */
 export function withPidOffset(command: string[], offset = nextPidOffset()): string[] {
-  const burn = `i=0; while [ "$i" -lt ${offset} ]; do (:); i=$((i+1)); done; exec "$@"`;
+  const burn = `trap '' TERM INT HUP; i=0; while [ "$i" -lt ${offset} ]; do (:); i=$((i+1)); done; (exec "$@"); exit $?`;
   return ['/bin/sh', '-c', burn, 'sh', ...command];
 }
 

@@ -658,8 +658,9 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const relay = relayCommand(command.file, owner !== undefined);
   const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, [command.file, ...command.args]) : [command.file, ...command.args];
   // In a sandbox, each start its own host name and pids (podHostname, withPidOffset): pods
-  // are told apart. The pids used up before the relay execs push the server it forks
-  // further on; without a relay (no network namespace) the server keeps the first pid.
+  // are told apart. The pids used up before the relay is forked push it and the server it
+  // forks further on (pid and parent's pid); without a relay (no network namespace) the
+  // server keeps the first pid.
   const inner = socketPath ? withPidOffset([...relay.command, socketPath, String(port), ...server]) : server;
   // Writable: the pod's own folder (HOME, /tmp, its working folder) and its database's
   // folders, bound like the relay's socket folder; then the read-only binds over them.

@@ -18,13 +18,13 @@ import { STEPS } from '../steps/index.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { fixtureWorkspace } from './support.js';
 
-/** A server that answers every GET with its pid and host name, as `pid host`. */
+/** A server that answers every GET with its pid, host name and parent's pid, as `pid host ppid`. */
 const WHO_SERVER = `
 import os, socket, http.server
 
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = ("%d %s" % (os.getpid(), socket.gethostname())).encode()
+        body = ("%d %s %d" % (os.getpid(), socket.gethostname(), os.getppid())).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -35,10 +35,11 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
 `;
 
-test('withPidOffset runs the command behind a shell that forks the drawn number of times, then execs it', () => {
+test('withPidOffset runs the command behind a shell that forks the drawn number of times, then forks it and waits', () => {
   const command = withPidOffset(['python3', 'server.py'], 7);
   assert.deepEqual(command.slice(0, 2), ['/bin/sh', '-c']);
   assert.match(command[2], /-lt 7 \]/);
+  assert.match(command[2], /\(exec "\$@"\); exit \$\?$/, 'a subshell of its own execs the command: its pid moves too');
   assert.deepEqual(command.slice(3), ['sh', 'python3', 'server.py']);
   assert.ok(PID_OFFSET_MAX >= 16, 'enough offsets for the starts of one check');
 });
@@ -49,7 +50,7 @@ test('successive starts take successive pid offsets: no two of PID_OFFSET_MAX st
   assert.equal(new Set(offsets).size, PID_OFFSET_MAX, offsets.join(', '));
 });
 
-test('four sandboxed starts of one workspace: each sees a host name of its own, and the pids are not all one', async () => {
+test('four sandboxed starts of one workspace: each sees a host name, a pid and a parent pid of its own', async () => {
   const ws = fixtureWorkspace('reference', {});
   fs.writeFileSync(path.join(ws.dir, 'server.py'), WHO_SERVER);
   const tmp = makeGraderTempDir('lab-');
@@ -71,6 +72,10 @@ test('four sandboxed starts of one workspace: each sees a host name of its own, 
     assert.equal(new Set(hosts).size, hosts.length, `a host name per start: ${hosts.join(', ')}`);
     // Four successive starts take four different offsets (nextPidOffset): four different pids.
     assert.equal(new Set(pids).size, pids.length, `a pid per start: ${pids.join(', ')}`);
+    // And four different parents: the relay is forked after the offset too, as each pod's
+    // supervisor is a process of its own (a record scoped by os.getppid() is not shared).
+    const parents = who.map((w) => Number(w.split(' ')[2]));
+    assert.equal(new Set(parents).size, parents.length, `a parent's pid per start: ${parents.join(', ')}`);
   } finally {
     await ctx.stopAll();
     fs.rmSync(tmp, { recursive: true, force: true });
@@ -78,9 +83,9 @@ test('four sandboxed starts of one workspace: each sees a host name of its own, 
   }
 });
 
-// Records scoped by pid or by host name, graded sandboxed: step 06's restart (a new start)
+// Records scoped by pid, by host name or by the parent's pid, graded sandboxed: step 06's restart (a new start)
 // and its second instance find no record, and the retry is charged again.
-for (const solution of ['scoped-by-pid', 'pods/scoped-by-hostname']) {
+for (const solution of ['scoped-by-pid', 'pods/scoped-by-hostname', 'pods/scoped-by-parent-pid']) {
   test(`${solution}, sandboxed, fails 06: a restart and another instance are other pods`, async () => {
     const { sandbox } = await chooseSandboxFor('auto');
     if (!sandbox) return; // No sandbox here: instances share the machine's name (and pids differ anyway).

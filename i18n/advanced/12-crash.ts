@@ -36,6 +36,8 @@ export const en = {
   'step.12.slowOwner': 'The request whose claim was taken over while it charged was answered {status}; it must get 409, or the payment the retry finished.',
   'step.12.pass':
     'Killed in the middle of a charge, server A left its claim behind; the retries on the restarted server got 201 on try {tries}, {seconds} s after the first (IDEM_LOCK_S {lock} s), with one charge and one row; a charge slower than IDEM_LOCK_S still made one row; and retries while another server was charging got {how} and took nothing over.',
+  'step.12.part.crashReturned': 'After a crash once charge() returned, while the payment was being recorded:',
+  'step.12.onceReturned.why': 'The crash came after charge() returned, while the server was writing the payment down (the grader killed it right after it wrote the ledger row, or at its first statement after charge() when it records in a transaction): the take-over must find what was written, and neither charge the money again nor record the payment a second time.',
 } as const;
 
 /** 한국어. */
@@ -76,6 +78,8 @@ export const ko: Record<keyof typeof en, string> = {
   'step.12.slowOwner': '결제하는 동안 선점을 넘겨준 요청에 {status} 응답이 왔습니다. 409이거나, 재시도가 끝낸 그 결제여야 합니다.',
   'step.12.pass':
     '결제 도중에 죽은 A 서버가 선점을 남겼고, 다시 시작한 서버에 보낸 재시도는 {tries}번째 시도에서, 첫 시도부터 {seconds}초 뒤 201을 받았습니다(IDEM_LOCK_S {lock}초). 결제도 원장 행도 하나였습니다. IDEM_LOCK_S보다 느린 결제도 원장 행은 하나였고, 다른 서버가 결제하는 동안 보낸 재시도는 {how} 응답을 받았으며 아무것도 넘겨받지 않았습니다.',
+  'step.12.part.crashReturned': 'charge()가 돌아온 뒤, 결제를 기록하는 도중의 비정상 종료 뒤:',
+  'step.12.onceReturned.why': '비정상 종료는 charge()가 돌아온 뒤, 서버가 결제를 기록하는 도중에 일어났습니다(채점기는 원장 행이 쓰인 직후에, 트랜잭션으로 기록하는 서버라면 charge() 뒤의 첫 문장에서 서버를 죽였습니다). 넘겨받은 요청은 이미 쓰인 것을 찾아야 하며, 다시 결제하거나 결제를 한 번 더 기록하면 안 됩니다.',
 };
 
 /** 中文。 */
@@ -116,4 +120,6 @@ export const zh: Record<keyof typeof en, string> = {
   'step.12.slowOwner': '扣款期间占位被接管的那个请求得到了 {status}；它应该得到 409，或者重试完成的那笔支付。',
   'step.12.pass':
     '服务器 A 在扣款途中被杀掉，留下了占位；向重启后的服务器重试，第 {tries} 次尝试、距第一次 {seconds} 秒时得到 201（IDEM_LOCK_S 为 {lock} 秒），只有一次扣款、一行账本；比 IDEM_LOCK_S 更慢的扣款也只有一行账本；另一台服务器扣款期间的重试得到 {how}，没有接管任何占位。',
+  'step.12.part.crashReturned': '在 charge() 返回之后、记录支付途中崩溃之后：',
+  'step.12.onceReturned.why': '崩溃发生在 charge() 返回之后、服务器记录这笔支付的途中（评分器在它写下账本行之后立刻杀掉它；若它在事务中记录，则在 charge() 之后的第一条语句处）：接管的请求必须找到已写下的内容，既不能再扣一次钱，也不能把这笔支付再记一次。',
 };

@@ -198,6 +198,12 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
   // Expired: refused on A, on a second try, and on B; its record may still be there.
   const b = await startedB;
   for (const server of [a, a, b]) expectGone(ctx, await ctx.pay(server, expiring.sent), expiring, ttlS);
+  // Another amount under it while its record may still be there (no payment has come to
+  // sweep it): 410 too, not 422 (a fingerprint compared before the record's age).
+  const otherBefore = { user: expiring.sent.body.user, amount: ctx.data.amount() };
+  const refusedBefore = await ctx.pay(a, { key: expiring.sent.key, body: otherBefore });
+  expectGone(ctx, refusedBefore, expiring, ttlS);
+  expectCharges(ctx, otherBefore, 0, [refusedBefore], t('step.11.reprocessed.why'));
 
   // New payments: the expired records are to be deleted by now; a new one replays.
   const made = [await pay(ctx, a), ...(await payAndReplay(ctx, a, ttlS, false))].length;
@@ -262,8 +268,8 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
  * replayed RETRY_PAST_MS past the whole second a TTL later (a clock of whole seconds
  * refuses that retry, a TTL that slides from the last replay still replays the key
  * EXPIRY_MARGIN_MS past the payment's TTL, and so does a grace added to the TTL); it is
- * then refused on A, A again and B, and, once its record is deleted, with another amount
- * (410 still); another user under it is that user's new payment (201). A 410 carries no
+ * then refused on A, A again and B, with another amount on A (410 still, its record maybe
+ * still there), and, once its record is deleted, with another amount again (410); another user under it is that user's new payment (201). A 410 carries no
  * payment at any depth (carriesPayment).
  */
 export const step: Step = {

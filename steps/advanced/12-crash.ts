@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { limits } from '../../grader/limits.js';
-import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold } from '../../grader/gate.js';
+import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type GateStatement, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
@@ -15,19 +15,30 @@ import type { Step } from '../../grader/track.js';
 /** IDEM_LOCK_S of the crashed deployments (A then B, G then H, each pair on its database), in s: a claim older than this is abandoned. */
 export const CRASH_LOCK_S = 2;
 /**
- * How old, in IDEM_LOCK_S, a claim may be at most when a retry is still told 409: by then it
- * is surely abandoned (its age is measured from when its charge reached the provider's gate,
- * later than the claim was made, so never more than its real age). A server that waits three
- * times IDEM_LOCK_S before it takes over answers 409 there.
+ * How long, in IDEM_LOCK_S, a try may be kept waiting past the claim's abandonment before
+ * the take-over counts as late (LATE_TAKEOVER - 1 times IDEM_LOCK_S: judgeTakeover's timed
+ * rule). A server that waits three times IDEM_LOCK_S in a poll loop is kept waiting there.
  */
 export const LATE_TAKEOVER = 2;
+/**
+ * How old, in IDEM_LOCK_S, a claim may be at most when a retry is still told 409: by then it
+ * is surely abandoned (its age is measured from when its charge reached the provider's gate,
+ * later than the claim was made, so never more than its real age; the half IDEM_LOCK_S
+ * beyond it, a second, is far more than any clock's step). A server that takes over only at
+ * twice IDEM_LOCK_S ("a margin") and answers 409 until then is told apart by it; this rule
+ * is causal, not timed: the server decides after the try was sent.
+ */
+export const TOLD_409_LATE = 1.5;
 /**
  * Where the grader crashes a server in the middle of a payment (gate.ts): `before`, held at
  * the provider before the money moved (the take-over must charge: a take-over that only
  * writes the row pays nothing); `after`, held once the money moved and before charge()
- * returned (the take-over must not charge again).
+ * returned (the take-over must not charge again); `returned`, once charge() returned, held
+ * at the database's gate while the server records the payment (crashReturned: right after
+ * its ledger row was written, for a server that speaks IDEM_DB_GATE; the take-over must
+ * find what was written and neither charge nor record the payment again).
  */
-export const CRASH_POINTS = ['after', 'before'] as const;
+export const CRASH_POINTS = ['after', 'before', 'returned'] as const;
 export type CrashPoint = (typeof CRASH_POINTS)[number];
 /** How long a killed server's processes may take to be gone before its folder is put back, in ms. */
 const KILLED_WITHIN_MS = 10_000;
@@ -89,7 +100,8 @@ async function chargeUnderWay(
   const pending = sendPending(ctx, server, req);
   try {
     const held = await Promise.race([gate.until(() => hold.held.length > 0, GATE_BOUND_MS), pending.answer.then(() => hold.held.length > 0)]);
-    if (held) return { ...pending, hold, chargedAt: hold.held[0].startedAt };
+    // The same object (not a copy): its doneAt is set when the answer comes.
+    if (held) return Object.assign(pending, { hold, chargedAt: hold.held[0].startedAt });
     hold.release();
     if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
   } finally {
@@ -136,6 +148,104 @@ async function crashAt(ctx: LiveContext, a: ServerInstance, point: CrashPoint): 
   return { req, lost, chargedAt: inFlight.chargedAt };
 }
 
+/** Whether a database statement's text inserts into the contract's ledger table (after leading blanks and comments). */
+export function insertsLedgerRow(sql: string): boolean {
+  const text = sql.replace(/^(\s+|--[^\n]*\n|\/\*[\s\S]*?\*\/)*/, '');
+  return /^(insert|replace)\s+(or\s+\w+\s+)?into\s+(main\.)?["`\[]?ledger\b/i.test(text);
+}
+
+/**
+ * The thread (as the server reported it at the database's gate) that ran the last statement
+ * reported before `charge` reached the gate: the paying request's own (its claim), so its
+ * statements after charge() returned are told from a background thread's.
+ */
+function threadOf(gate: ProviderGate, charge: GateCharge): number | undefined {
+  const before = gate.statements.filter((st) => st.reportedAt <= charge.startedAt);
+  return before[before.length - 1]?.thread;
+}
+
+/**
+ * Where a crash once charge() returned is made, learned from a payment of the server's own
+ * (`probe`, graded by nothing else): its request thread's statements reported after the
+ * money moved and before its answer came. The crash comes at the statement after the one
+ * that inserts the ledger row, when the server writes it outside a transaction and runs
+ * more after it (the payment half recorded: its ledger row and nothing after it, whatever
+ * the server writes next, its record's status or a clean-up); else at its first statement
+ * after charge() (a server that records in a transaction it opens then: its BEGIN).
+ * Undefined when the server speaks no database's gate (it reported no statement before
+ * its charge), ran none after it, or the probe was not answered 201.
+ * @returns the index, among the request thread's statements after charge() returned, of the statement to crash at
+ */
+async function crashIndex(ctx: LiveContext, server: ServerInstance, probe: Payment): Promise<number | undefined> {
+  const gate = ctx.gate(server);
+  const paying = await chargeUnderWay(ctx, server, probe, 'moved');
+  const thread = threadOf(gate, paying.hold.held[0]);
+  const from = gate.statements.length;
+  paying.hold.release();
+  const answer = await paying.answer;
+  if (thread === undefined || answer.status !== 201 || paying.doneAt === undefined) return undefined;
+  const after = gate.statements.slice(from).filter((st) => st.thread === thread && st.reportedAt < paying.doneAt!);
+  if (after.length === 0) return undefined;
+  const ledger = after.findIndex((st) => insertsLedgerRow(st.sql));
+  return ledger >= 0 && ledger + 1 < after.length ? ledger + 1 : 0;
+}
+
+/**
+ * The crash once charge() returned (`returned`): on a server started with the database's
+ * gate, a payment's charge is held once the money moved; then every database statement is
+ * held at the gate (statement by statement, each let run unless it is the one to crash
+ * at: crashIndex) and the charge let go, so charge() returns and the server records the
+ * payment; the server is killed (SIGKILL) while its request thread's statement at that
+ * index waits. The money moved and the provider's statement has it; what the server wrote
+ * before that statement stays.
+ * @returns the payment, the killed request's exchange and when its charge reached the gate;
+ *   undefined when no crash was made there (the server speaks no database's gate, runs no
+ *   statement after charge(), or answered before it reached the statement: it is stopped)
+ * @throws CheckFailed when the charge never began; Inconclusive when the bound ran out while the grader was starved
+ */
+async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<{ req: Payment; lost: Exchange; chargedAt: number } | undefined> {
+  const data = ctx.data.fork('crash-returned');
+  const at = await crashIndex(ctx, j, { key: data.key(), body: data.payment() });
+  if (at === undefined) {
+    await ctx.stopServer(j);
+    return undefined;
+  }
+  const gate = ctx.gate(j);
+  const req = { key: data.key(), body: data.payment() };
+  const inFlight = await chargeUnderWay(ctx, j, req, 'moved');
+  const thread = threadOf(gate, inFlight.hold.held[0]);
+  const from = gate.statements.length;
+  const statements = gate.holdStatements();
+  let target: GateStatement | undefined;
+  const reached = () => {
+    const mine = gate.statements.slice(from).filter((st) => st.thread === thread);
+    if (mine.length > at) {
+      target = mine[at];
+      if (!target.released) return true;
+    }
+    // Every other statement runs: the request's earlier writes, and any background thread's.
+    statements.releaseWave();
+    return false;
+  };
+  const lag = startLagMonitor();
+  let crashed = false;
+  try {
+    inFlight.hold.release();
+    crashed = await Promise.race([gate.until(reached, GATE_BOUND_MS), inFlight.answer.then(() => false)]);
+    if (crashed) await j.kill();
+    else if (inFlight.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+  } finally {
+    lag.stop();
+    statements.release();
+  }
+  const lost = await inFlight.answer;
+  if (!crashed || lost.status !== undefined) {
+    await ctx.stopServer(j);
+    return undefined;
+  }
+  return { req, lost, chargedAt: inFlight.chargedAt };
+}
+
 /**
  * A client's retries of `req` on `server` while its key is in flight: again every
  * RETRY_DELAY_MS after each 409, until another answer, MAX_TRIES tries or `deadline` (a
@@ -161,7 +271,7 @@ async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req:
 /**
  * Whether the crashed claim was taken over in time, judged by what the server said, not by
  * how fast it said it:
- * - a try answered 409 that was sent when the claim was surely LATE_TAKEOVER times
+ * - a try answered 409 that was sent when the claim was surely TOLD_409_LATE times
  *   IDEM_LOCK_S old fails: the server, deciding after the try came, knew the claim was
  *   abandoned (its age is counted from when its charge reached the provider's gate, later
  *   than the claim was made, so never overstated, whatever the machine's load);
@@ -187,20 +297,20 @@ function judgeTakeover(
   last: Exchange,
 ): void {
   const lockMs = CRASH_LOCK_S * 1000;
-  const fail = (i: number) =>
+  const fail = (i: number, times: number) =>
     new CheckFailed(
-      t('step.12.lateTakeover', { age: ((answeredAt[i] - chargedAt) / 1000).toFixed(1), lock: CRASH_LOCK_S, times: LATE_TAKEOVER, status: String(tries[i].status ?? t('check.audit.noAnswer')) }),
+      t('step.12.lateTakeover', { age: ((answeredAt[i] - chargedAt) / 1000).toFixed(1), lock: CRASH_LOCK_S, times, status: String(tries[i].status ?? t('check.audit.noAnswer')) }),
       t('step.12.stuck.why'),
       { exchanges: [lost, tries[i], last] },
     );
-  const told409 = tries.findIndex((e, i) => e.status === 409 && sentAt[i] - chargedAt >= LATE_TAKEOVER * lockMs);
-  if (told409 >= 0) throw fail(told409);
+  const told409 = tries.findIndex((e, i) => e.status === 409 && sentAt[i] - chargedAt >= TOLD_409_LATE * lockMs);
+  if (told409 >= 0) throw fail(told409, TOLD_409_LATE);
   const waited = tries.findIndex((_, i) => answeredAt[i] - Math.max(sentAt[i], chargedAt + lockMs) >= (LATE_TAKEOVER - 1) * lockMs);
   if (waited < 0) return;
   if (lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
   const queued = starved.waitedMs();
   if (queued >= STARVED_QUEUE_MS) throw new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) }));
-  throw fail(waited);
+  throw fail(waited, LATE_TAKEOVER);
 }
 
 /**
@@ -245,14 +355,16 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Paymen
   expectStatus(last, 201, t('step.12.retryStatus', { status: String(last.status) }), t('step.12.stuck.why'));
   paymentOf(last);
   judgeTakeover(tries, sentAt, answeredAt, chargedAt, lag, starved, lost, last);
-  const why = point === 'before' ? t('step.12.onceBefore.why') : t('step.12.once.why');
+  const why = t(point === 'before' ? 'step.12.onceBefore.why' : point === 'returned' ? 'step.12.onceReturned.why' : 'step.12.once.why');
   if (point === 'before' && chargesOf(ctx, req.body, b).length === 0) {
     throw new CheckFailed(t('step.12.takeoverUnpaid', { server: b.label }), why, { exchanges: [lost, last] });
   }
   expectCharges(ctx, req.body, 1, [lost, last], why, b);
   expectRows(ctx, req.key, 1, [lost, last], why, b);
   // The take-over's 201 is the payment's first answer; a later retry is its replay, and says so.
-  notReplayed(last, t('step.12.recovered'));
+  // (Crashed once charge() returned, the server may have recorded the payment whole before
+  // it died: its retry is then rightly a replay.)
+  if (point !== 'returned') notReplayed(last, t('step.12.recovered'));
   const later = await ctx.pay(b, req);
   expectReplay(last, later, t('step.12.replay.why'));
   if (!saysReplayed(later)) {
@@ -374,7 +486,11 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
  * record's key, as Stripe's API takes an idempotency key, so the provider moves the money
  * once) and one ledger row; on the restarted server, a charge that outlasts IDEM_LOCK_S is
  * taken over by a retry and its owner, once its charge returns, must not finish the claim
- * (still one row). Beside it, on a database of its own, a retry while another
+ * (still one row). The same crash is made before the money moved (on G, then H: the
+ * take-over must charge) and, on a server that speaks the database's gate, once charge()
+ * returned, right after the ledger row was written (on J, then K: crashReturned; the
+ * take-over must neither charge nor record the payment again). Beside it, on a database
+ * of its own, a retry while another
  * server is still charging, and a server started then, must not take that younger claim
  * over: the first request keeps its payment (docs/server-contract.md, "The advanced track").
  */
@@ -390,37 +506,47 @@ export const step: Step = {
     // outside the parts: a server that cannot start at all is said as such.
     const liveDatabase = ctx.newDatabase();
     const beforeDatabase = ctx.newDatabase();
+    const returnedDatabase = ctx.newDatabase();
     const starts = await Promise.allSettled([
       ctx.startServer({ env: CRASH_ENV, label: 'A', priority: 2000 }),
       ctx.startServer({ database: beforeDatabase, env: CRASH_ENV, label: 'G', priority: 2000 }),
       ctx.startServer({ database: liveDatabase, env: liveEnv(0), label: 'C', priority: 3000 + LIVE_WINDOWS_MS[0] }),
+      ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, dbGate: true, label: 'J', priority: 2000 }),
     ]);
     for (const start of starts) if (start.status === 'rejected') throw start.reason;
-    const [a, g, c] = starts.map((start) => (start as PromiseFulfilledResult<ServerInstance>).value);
+    const [a, g, c, j] = starts.map((start) => (start as PromiseFulfilledResult<ServerInstance>).value);
     const settle = <T>(run: Promise<T>) => run.then((value) => ({ value }), (err: unknown) => ({ err }));
-    const crashName = (point: CrashPoint) => t(point === 'before' ? 'step.12.part.crashBefore' : 'step.12.part.crash');
+    const crashName = (point: CrashPoint) => t(point === 'before' ? 'step.12.part.crashBefore' : point === 'returned' ? 'step.12.part.crashReturned' : 'step.12.part.crash');
     const crash = settle(
       (async () => {
-        // Both crashes at once (after the money moved on A, before it moved on G); both
-        // folders are put back as the learner's with only the databases and statements kept
-        // (a restarted pod keeps its volume only), and B and H start there.
-        const [after, before] = await Promise.all([inPart(crashName('after'), () => crashAt(ctx, a, 'after')), inPart(crashName('before'), () => crashAt(ctx, g, 'before'))]);
+        // The three crashes at once (after the money moved on A, before it moved on G, once
+        // charge() returned on J); the folders are put back as the learner's with only the
+        // databases and statements kept (a restarted pod keeps its volume only), and B, H
+        // and K start there (no K when J could not be crashed there: see crashReturned).
+        const [after, before, returned] = await Promise.all([
+          inPart(crashName('after'), () => crashAt(ctx, a, 'after')),
+          inPart(crashName('before'), () => crashAt(ctx, g, 'before')),
+          inPart(crashName('returned'), () => crashReturned(ctx, j)),
+        ]);
         // Killed, their processes may take a moment to be reaped on a busy machine: the folders are put back once they are gone.
-        await Promise.all([a, g].map((server) => server.endedWithin(KILLED_WITHIN_MS)));
+        await Promise.all([a, g, ...(returned ? [j] : [])].map((server) => server.endedWithin(KILLED_WITHIN_MS)));
         ctx.renewCopies();
-        const [b, h] = await Promise.all([
+        const [b, h, k] = await Promise.all([
           ctx.startServer({ env: CRASH_ENV, label: 'B', priority: 1500 }),
           ctx.startServer({ database: beforeDatabase, env: CRASH_ENV, label: 'H', priority: 1500 }),
+          returned ? ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, label: 'K', priority: 1500 }) : undefined,
         ]);
         // Beside the retries, on B: a charge that outlasts IDEM_LOCK_S while its owner lives.
-        const [recovered, recoveredBefore, slow] = await Promise.all([
+        const [recovered, recoveredBefore, slow, recoveredReturned] = await Promise.all([
           settle(inPart(crashName('after'), () => recover(ctx, b, after, 'after'))),
           settle(inPart(crashName('before'), () => recover(ctx, h, before, 'before'))),
           settle(inPart(t('step.12.part.slow', { lock: CRASH_LOCK_S }), () => slowOwner(ctx, b))),
+          settle(returned && k ? inPart(crashName('returned'), () => recover(ctx, k, returned, 'returned')) : Promise.resolve(undefined)),
         ]);
         if ('err' in recovered) throw recovered.err;
         if ('err' in recoveredBefore) throw recoveredBefore.err;
         if ('err' in slow) throw slow.err;
+        if ('err' in recoveredReturned) throw recoveredReturned.err;
         return recovered.value;
       })(),
     );

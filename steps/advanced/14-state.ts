@@ -103,6 +103,19 @@ async function expectState(ctx: LiveContext, server: ServerInstance, link: strin
 }
 
 /**
+ * Writes one ledger row of an earlier deployment into the database of `server` (a payment
+ * made two days ago under a key of its own, whose record has long expired): the ledger
+ * holds it and no record does, as in any database that has run a while, so the next
+ * payment's id is not the row number of its record in a table of the server's own (a link
+ * built from that row number points at another payment). Nothing is written when the
+ * ledger is not there yet or takes no such row (the contract's columns): the check goes on.
+ */
+function seedOlderPayment(ctx: LiveContext, server: ServerInstance): void {
+  const older = ctx.data.payment();
+  ctx.seedLedgerRow(server, { key: ctx.freshKey(), user: older.user, amount: older.amount, createdAt: new Date(Date.now() - 2 * 86_400_000).toISOString() });
+}
+
+/**
  * Step 14 (advanced track): a stored response tells what happened then, and a link tells
  * what is true now (the essay's last point: a replay after a refund must not be rebuilt
  * from the payment's current state; Stripe answers a replay with the first response and
@@ -119,6 +132,7 @@ async function expectState(ctx: LiveContext, server: ServerInstance, link: strin
  * which WHATWG URL would quietly read as a slash); what it resolves to is what is then
  * GET and refunded.
  */
+
 export const step: Step = {
   id: '14',
   slug: 'state',
@@ -128,6 +142,7 @@ export const step: Step = {
   cost: 2,
   async live(ctx: LiveContext) {
     const a = await ctx.startServer({ priority: 600 });
+    seedOlderPayment(ctx, a);
     const key = ctx.freshKey();
     const body = ctx.data.payment();
     const first = await ctx.pay(a, { key, body });
