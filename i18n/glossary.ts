@@ -36,6 +36,13 @@ export const GLOSSARY: Record<'ko' | 'zh', GlossaryEntry[]> = {
     { concept: 'the three ideas of step 08', use: '세 가지 핵심', replaced: ['세 가지 생각', '세 가지 아이디어'] },
     { concept: 'a payment charged more than once (chaos, as its "중복" row says)', use: '두 번 이상 청구된', replaced: ['두 번 이상 결제된'] },
     { concept: 'crash (a server killed mid-request, step 12, as the menu says; 충돌 is the conflict of step 04)', use: '비정상 종료', replaced: ['충돌 뒤', '충돌로 남은', '충돌하면'] },
+    { concept: 'ledger row (a row of the ledger table, as ./ledger.sh prints it; 줄 stays a line of output or of a file)', use: '원장 행', replaced: ['원장 줄', '원장 {rows}줄', '원장에 한 줄', '원장에 줄', '원장은 한 줄', '원장 한 줄', '{count}줄이 있지만'] },
+    {
+      concept: "charge (the provider moving money: charge(), the statement, chaos; the shop's payment, a ledger row, stays 결제)",
+      use: '청구',
+      replaced: ['결제사가 실제로 결제한', '결제사는 결제한', '결제 {charges}번', '번 결제했지만', '번 결제했는데', '결제사가 결제했', '언제 결제했는지', '결제사 키로 써서 결제'],
+    },
+    { concept: 'claim (on a key, while in flight)', use: '선점', replaced: ['점유'] },
   ],
   zh: [
     { concept: 'response', use: '响应', replaced: ['应答', '回应'] },
