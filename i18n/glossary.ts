@@ -40,7 +40,7 @@ export const GLOSSARY: Record<'ko' | 'zh', GlossaryEntry[]> = {
     {
       concept: "charge (the provider moving money: charge(), the statement, chaos; the shop's payment, a ledger row, stays 결제)",
       use: '청구',
-      replaced: ['결제사가 실제로 결제한', '결제사는 결제한', '결제 {charges}번', '번 결제했지만', '번 결제했는데', '결제사가 결제했', '언제 결제했는지', '결제사 키로 써서 결제'],
+      replaced: ['결제사가 실제로 결제한', '결제사는 결제한', '결제 {charges}번', '번 결제했지만', '번 결제했는데', '결제사가 결제했', '언제 결제했는지', '결제사 키로 써서 결제', '결제도 원장 행도', '결제는 있고 원장 행은', '결제는 그대로 하나'],
     },
     { concept: 'claim (on a key, while in flight)', use: '선점', replaced: ['점유'] },
   ],
