@@ -793,6 +793,8 @@ export const en = {
   'gradebook.merge.oneStudent': "1 student",
   'gradebook.merge.students': "{count} students",
   'gradebook.merge.updated': "Merged {gradebooks} into {file}: {students}.",
+  'cli.restore.already': '{files} already read as in {dir}: nothing to put back.',
+  'cli.restore.undo': 'What the restore replaced is in {dir}; idem-lab restore {name} puts it back (idem-lab restore alone puts back the same backup again, and changes nothing).',
 } as const;
 
 /** A message's key. */

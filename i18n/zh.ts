@@ -775,4 +775,6 @@ export const zh: Record<MessageKey, string> = {
   'gradebook.merge.oneStudent': "1 名学生",
   'gradebook.merge.students': "{count} 名学生",
   'gradebook.merge.updated': "已把 {gradebooks}合并进 {file}：共 {students}。",
+  'cli.restore.already': '{files} 已经和 {dir} 里的一样，没有要取回的。',
+  'cli.restore.undo': '取回时被替换的文件已复制到 {dir}；idem-lab restore {name} 可以撤销这次取回（只运行 idem-lab restore 会再取回同一个备份，什么也不变）。',
 };
