@@ -795,6 +795,7 @@ export const en = {
   'gradebook.merge.updated': "Merged {gradebooks} into {file}: {students}.",
   'cli.restore.already': '{files} already read as in {dir}: nothing to put back.',
   'cli.restore.undo': 'What the restore replaced is in {dir}; idem-lab restore {name} puts it back (idem-lab restore alone puts back the same backup again, and changes nothing).',
+  'watch.changedDuring': '{files} changed while it was checked (a save still being written?): that verdict is about a version no longer there, so it is not kept. Checking again.',
 } as const;
 
 /** A message's key. */

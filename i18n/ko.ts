@@ -777,4 +777,5 @@ export const ko: Record<MessageKey, string> = {
   'gradebook.merge.updated': "이전 성적부에 합쳤습니다: {file} ({gradebooks}, {students}).",
   'cli.restore.already': '{files} 파일은 이미 {dir} 폴더의 것과 같습니다. 되살릴 것이 없습니다.',
   'cli.restore.undo': '되살리면서 바뀐 파일의 복사본은 {dir} 폴더에 있습니다. idem-lab restore {name} 명령으로 되돌립니다(idem-lab restore만 다시 실행하면 같은 백업을 되살리므로 아무것도 바뀌지 않습니다).',
+  'watch.changedDuring': '채점하는 동안 {files} 파일이 바뀌었습니다(아직 저장 중이었나요?). 그 결과는 지금은 없는 버전에 대한 것이라 남기지 않고, 다시 채점합니다.',
 };

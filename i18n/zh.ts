@@ -777,4 +777,5 @@ export const zh: Record<MessageKey, string> = {
   'gradebook.merge.updated': "已把 {gradebooks}合并进 {file}：共 {students}。",
   'cli.restore.already': '{files} 已经和 {dir} 里的一样，没有要取回的。',
   'cli.restore.undo': '取回时被替换的文件已复制到 {dir}；idem-lab restore {name} 可以撤销这次取回（只运行 idem-lab restore 会再取回同一个备份，什么也不变）。',
+  'watch.changedDuring': '检查期间 {files} 被改动了（还在保存中？）：那个结果针对的是已经不存在的版本，不保留，重新检查。',
 };
