@@ -48,6 +48,7 @@ export const GLOSSARY: Record<'ko' | 'zh', GlossaryEntry[]> = {
     { concept: 'response', use: '响应', replaced: ['应答', '回应'] },
     { concept: 'payment', use: '支付', replaced: ['付款'] },
     { concept: 'charge (the provider moving money)', use: '扣款', replaced: [] },
+    { concept: 'payment provider (charge())', use: '支付服务商', replaced: ['支付商', '服务商'], allowed: ['支付服务商'] },
     { concept: 'track (basic, advanced)', use: '路线', replaced: ['轨道'] },
     { concept: 'claim (on a key, while in flight)', use: '占位', replaced: ['占用'], allowed: ['被占用', '程序占用', '占用 {file}'] },
     { concept: 'request body', use: '请求体', replaced: ['正文'] },
