@@ -343,7 +343,7 @@ export const en = {
 
   // --help: what each command and option does.
   'help.portInvalid': 'a port is a whole number from 1 to 65535',
-  'help.dir': 'the workspace folder (default: the current directory)',
+  'help.dir': 'the workspace folder (default: the nearest workspace from the current folder upward, else the current folder)',
   'help.lang': 'the language: en, ko or zh (default: the workspace\'s, else LANG / LC_ALL, else en)',
   'help.program': 'Press twice, charge once: a hands-on lab for idempotent APIs, and its grader.',
   'help.afterError': '(idem-lab --help lists the commands)',

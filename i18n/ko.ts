@@ -325,7 +325,7 @@ export const ko: Record<MessageKey, string> = {
   'watch.noKeys': 'Ctrl-C로 멈춤',
   'watch.stopped': '지켜보기를 멈췄습니다.',
   'help.portInvalid': '포트는 1부터 65535까지의 정수입니다',
-  'help.dir': '작업 폴더 (기본: 현재 폴더)',
+  'help.dir': '작업 폴더 (기본: 현재 폴더에서 위로 올라가며 찾은 가장 가까운 작업 폴더, 없으면 현재 폴더)',
   'help.lang': '언어: en, ko, zh (기본: 작업 폴더의 설정, 없으면 LANG / LC_ALL, 그것도 없으면 en)',
   'help.program': '두 번 눌러도 결제는 한 번: 멱등 API를 직접 만들어 보는 실습과 그 채점기.',
   'help.afterError': '(idem-lab --help로 명령 목록을 볼 수 있습니다)',
