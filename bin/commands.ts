@@ -352,9 +352,12 @@ export function resetCommand(selector: string, options: WorkspaceOptions): numbe
 }
 
 /**
- * `idem-lab restore [BACKUP]`: copies the files of a backup (default: the newest) back
- * into the workspace, after backing up the versions it replaces, so a restore can be
- * undone the same way.
+ * `idem-lab restore [BACKUP]`: copies the files of a backup back into the workspace, after
+ * backing up the versions it replaces. Without BACKUP it takes the newest backup that
+ * `start --force`, `reset` or `track` made, never one a restore made (recorded in the
+ * state's restoreBackups), so running it twice puts back the same files and the second
+ * run changes nothing and says so; the restore's own backup is undone by naming it, as
+ * the output says.
  * @returns 0, or 2 when there is no backup
  * @throws SetupError for a folder that is no workspace or a backup that does not exist
  */
@@ -364,17 +367,28 @@ export function restoreCommand(which: string | undefined, options: WorkspaceOpti
   const workspace = workspaceDir(options);
   const backups = listBackups(workspace);
   if (backups.length === 0) throw new SetupError(t('cli.restore.none'));
-  const chosen = which === undefined ? backups[backups.length - 1] : backups.find((b) => path.basename(b) === path.basename(which));
+  const madeByRestore = new Set(readState(workspace).restoreBackups ?? []);
+  const plain = backups.filter((b) => !madeByRestore.has(path.basename(b)));
+  const chosen = which === undefined ? (plain.length > 0 ? plain : backups)[(plain.length > 0 ? plain : backups).length - 1] : backups.find((b) => path.basename(b) === path.basename(which));
   if (!chosen) throw new SetupError(t('cli.restore.unknown', { backup: which ?? '', list: listOf(backups.map((b) => path.basename(b))) }));
   const files = backupFiles(chosen);
   const changed = files.filter((f) => !fs.existsSync(path.join(workspace, f)) || sha256(path.join(workspace, f)) !== sha256(path.join(chosen, f)));
+  if (changed.length === 0) {
+    out.log(t('cli.restore.already', { files: listOf(files), dir: path.relative(workspace, chosen) }));
+    return 0;
+  }
   const before = backUp(workspace, changed);
+  if (before) {
+    updateState(workspace, (s) => {
+      s.restoreBackups = [...(s.restoreBackups ?? []), path.basename(before)];
+    });
+  }
   for (const f of changed) {
     fs.mkdirSync(path.dirname(path.join(workspace, f)), { recursive: true });
     fs.copyFileSync(path.join(chosen, f), path.join(workspace, f));
   }
-  out.log(t('cli.restore.done', { files: listOf(files), dir: path.relative(workspace, chosen) }));
-  if (before) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, before) })));
+  out.log(t('cli.restore.done', { files: listOf(changed), dir: path.relative(workspace, chosen) }));
+  if (before) out.log(c.yellow(t('cli.restore.undo', { dir: path.relative(workspace, before), name: path.basename(before) })));
   if (changed.includes('server.py')) out.log(c.dim(t('cli.restore.restart')));
   return 0;
 }

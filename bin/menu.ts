@@ -5,6 +5,8 @@
  * list and returns: nothing ever waits for input in CI. It prints, and prompts, through
  * the Output it is given (output.ts), so a test can drive it in process.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import readline from 'node:readline';
 import { t } from '../i18n/index.js';
 import select, { Separator } from '@inquirer/select';
@@ -102,7 +104,9 @@ export async function menuCommand(options: MenuOptions): Promise<number> {
   // In the tool's own folder (just cloned) the menu would offer to start a lab among its files: say where to go instead.
   if (isToolFolder(workspace)) throw new SetupError(t('cli.inRepository', { dir: workspace }));
   if (!canPrompt(out) || !terminal) {
-    out.log(`${stepListText(workspace, c)}\n\n${t('cli.noArgs.more')}`);
+    // In a workspace the step list ends with how to read and check a step; elsewhere with how to make one.
+    const laidOut = fs.existsSync(path.join(workspace, '.idem-lab')) || fs.existsSync(path.join(workspace, 'server.py'));
+    out.log(`${stepListText(workspace, c)}\n\n${t(laidOut ? 'cli.startFooter' : 'cli.noArgs.more')}`);
     return 0;
   }
   const { signal } = options;

@@ -3,6 +3,9 @@
  * saved, restarting the learner's server first when server.py changed, and moves on to
  * the next step when it passes (like rustlings' watch mode). Saves in quick succession
  * are merged: one check at a time, and one follow-up check for everything saved during it.
+ * A verdict on a file that changed while it was checked (a save still being written, as
+ * an editor or a slow disk does in several writes) is not kept: watch says so and checks
+ * the file again as it is.
  * It prints, and reads its keys, through the Output it is given (output.ts), so a test can
  * run it in process and stop it with an AbortSignal.
  */
@@ -19,7 +22,7 @@ import { chooseSteps } from './tracks.js';
 import { Coalescer } from '../lab/coalesce.js';
 import { hintCommand, labSummary, nextStepToDo, restartCommand, type WorkspaceOptions } from './commands.js';
 import { DEFAULT_PORT, ownServer } from '../lab/runner.js';
-import { readState } from '../lab/workspace.js';
+import { readState, sha256 } from '../lab/workspace.js';
 import { outputOf } from './output.js';
 
 /** Options of `idem-lab watch`. */
@@ -64,6 +67,14 @@ export async function watchCommand(selector: string | undefined, options: WatchO
   const keyboard = out.terminal?.input;
   const keys = keyboard !== undefined;
   const watchedNames = () => [serverFile, ...(current?.file ? [current.file.name] : [])];
+  /** A watched file's content as a sha256 (hex), '' when it cannot be read (missing, or replaced mid-save). */
+  const contentOf = (name: string): string => {
+    try {
+      return sha256(path.join(workspace, name));
+    } catch {
+      return '';
+    }
+  };
 
   const footer = () => {
     const files = watchedNames().join(t('watch.and'));
@@ -84,6 +95,8 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     const saved = reasons.filter((r) => r !== 'start' && r !== 'key' && watchedNames().includes(r));
     if (saved.length === 0 && !reasons.some((r) => r === 'start' || r === 'key')) return;
     if (saved.length) out.log(c.dim(t('watch.saved', { files: listOf(saved) })));
+    // What the check grades: compared after it, so that a verdict on a half-written save is never kept.
+    const graded = new Map(watchedNames().map((name) => [name, contentOf(name)]));
     if (saved.includes(serverFile)) {
       if (ownServer(workspace) || serverDown) serverDown = (await restartCommand({ dir: workspace, out })) !== 0;
       else out.log(c.dim(t('watch.serverNotRunning')));
@@ -91,6 +104,12 @@ export async function watchCommand(selector: string | undefined, options: WatchO
     out.log(t('watch.checking', { id: step.id, slug: step.slug }));
     const [result] = await grade({ workspace, command, steps: [step], concurrency: 1 });
     if (stopping) return;
+    const changed = [...graded].filter(([name, was]) => contentOf(name) !== was).map(([name]) => name);
+    if (changed.length > 0) {
+      out.log(c.dim(t('watch.changedDuring', { files: listOf(changed) })));
+      for (const name of changed) runs.trigger(name);
+      return;
+    }
     saveVerdicts(workspace, [result], out);
     out.log(formatResult(result, c, { replayPort: readState(workspace).port ?? DEFAULT_PORT }));
     out.log(formatProgress(passedCount(workspace), STEPS.length, c));

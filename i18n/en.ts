@@ -343,7 +343,7 @@ export const en = {
 
   // --help: what each command and option does.
   'help.portInvalid': 'a port is a whole number from 1 to 65535',
-  'help.dir': 'the workspace folder (default: the current directory)',
+  'help.dir': 'the workspace folder (default: the nearest workspace from the current folder upward, else the current folder)',
   'help.lang': 'the language: en, ko or zh (default: the workspace\'s, else LANG / LC_ALL, else en)',
   'help.program': 'Press twice, charge once: a hands-on lab for idempotent APIs, and its grader.',
   'help.afterError': '(idem-lab --help lists the commands)',
@@ -793,6 +793,9 @@ export const en = {
   'gradebook.merge.oneStudent': "1 student",
   'gradebook.merge.students': "{count} students",
   'gradebook.merge.updated': "Merged {gradebooks} into {file}: {students}.",
+  'cli.restore.already': '{files} already read as in {dir}: nothing to put back.',
+  'cli.restore.undo': 'What the restore replaced is in {dir}; idem-lab restore {name} puts it back (idem-lab restore alone puts back the same backup again, and changes nothing).',
+  'watch.changedDuring': '{files} changed while it was checked (a save still being written?): that verdict is about a version no longer there, so it is not kept. Checking again.',
 } as const;
 
 /** A message's key. */

@@ -70,6 +70,8 @@ export interface WorkspaceState {
   hintsShown?: Record<string, number>;
   /** The track the learner follows (TRACK_IDS), chosen by `start --track` or `idem-lab track`; basic when absent. */
   track?: string;
+  /** Names of the backup folders `idem-lab restore` made of the files it replaced: a plain `restore` passes over them, so running it twice puts back the same backup, never undoing itself. */
+  restoreBackups?: string[];
 }
 
 /** The sha256 of a file's bytes, as hex. */
@@ -96,6 +98,7 @@ function stateProblem(state: unknown): string | undefined {
   if (state.lang !== undefined && typeof state.lang !== 'string') return wrong('lang');
   if (state.track !== undefined && !isTrackId(state.track)) return wrong('track');
   if (state.laid !== undefined && !(isRecord(state.laid) && Object.values(state.laid).every((v) => typeof v === 'string'))) return wrong('laid');
+  if (state.restoreBackups !== undefined && !(Array.isArray(state.restoreBackups) && state.restoreBackups.every((v) => typeof v === 'string'))) return wrong('restoreBackups');
   if (state.hintsShown !== undefined && !(isRecord(state.hintsShown) && Object.values(state.hintsShown).every((v) => isWhole(v, 0)))) return wrong('hintsShown');
   if (state.steps !== undefined) {
     if (!isRecord(state.steps)) return wrong('steps');

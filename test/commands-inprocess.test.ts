@@ -207,6 +207,36 @@ test('watch in process: one check at the start, one save gives one more verdict,
   }
 });
 
+test('watch in process: a save still being written when its check starts gets no verdict of its own; the check runs again on the whole file', async () => {
+  const ws = fixtureWorkspace('starter', {});
+  const out = captureOutput();
+  const controller = new AbortController();
+  try {
+    const watching = watchCommand('02', { dir: ws.dir, out, debounceMs: 50, signal: controller.signal });
+    let at = await waitFor(out, /✗ 02 replay[\s\S]*Watching server\.py for step 02 replay\./, 0, 30_000);
+    const whole = serverSource('reference');
+    // The first half of a save (cut mid-file, so not even valid Python), then the rest once its check has begun
+    // (a check starts a server process, far longer than waitFor's 20 ms poll; and were the whole file graded, the
+    // change is still seen and the verdict still dropped).
+    fs.writeFileSync(path.join(ws.dir, 'server.py'), whole.slice(0, Math.floor(whole.length / 2)));
+    at = await waitFor(out, /Saved: server\.py\n[\s\S]*Checking 02 replay/, at, 30_000);
+    fs.writeFileSync(path.join(ws.dir, 'server.py'), whole);
+    const cut = at;
+    at = await waitFor(out, /server\.py changed while it was checked \(a save still being written\?\): that verdict is about a version no longer there, so it is not kept\. Checking again\./, at, 30_000);
+    await waitFor(out, /✓ 02 replay[\s\S]*Next: 03 nokey[\s\S]*Watching/, at, 30_000);
+    controller.abort();
+    assert.equal(await watching, 0);
+    const after = plain(out.stdout()).slice(cut);
+    assert.doesNotMatch(after, /✗ 02 replay/, `no verdict on the half-written file:\n${after}`);
+    assert.equal(readState(ws.dir).steps?.['02']?.status, 'pass');
+    assert.equal(runningServerCount(), 0);
+    assert.deepEqual(serversUnder(ws.dir), []);
+  } finally {
+    controller.abort();
+    ws.remove();
+  }
+});
+
 test('watch in process with a keys side: the footer offers the keys, h shows a hint, q quits', async () => {
   const ws = fixtureWorkspace('starter', {});
   const out = captureOutput({ keys: true });

@@ -129,7 +129,7 @@ test('every command works from a folder under the workspace; show and hint witho
   }
 });
 
-test('a mistaken start --force loses nothing: the output names idem-lab restore, which puts the work back; reset N keeps a copy too', async () => {
+test('a mistaken start --force loses nothing: the output names idem-lab restore, which puts the work back (twice in a row, the same work); reset N keeps a copy too', async () => {
   const tmp = tempDir();
   const port = String(await freePort());
   try {
@@ -151,6 +151,18 @@ test('a mistaken start --force loses nothing: the output names idem-lab restore,
     assert.match(restore.stdout, /Put back LAB\.md, server\.py from \.idem-lab\/backup\//);
     assert.equal(fs.readFileSync(server, 'utf8'), mine, 'the work is back');
     assert.equal(fs.readFileSync(path.join(tmp.dir, 'LAB.md'), 'utf8'), 'my notes in the sheet\n');
+    // Run twice, restore puts back the same backup: the second run changes nothing and says so (it once undid the first).
+    const undo = /What the restore replaced is in \S+; idem-lab restore (\S+) puts it back/.exec(restore.stdout);
+    assert.ok(undo, restore.stdout);
+    const again = await runCli(['restore'], { cwd: tmp.dir });
+    assert.equal(again.exitCode, 0, again.stderr);
+    assert.match(again.stdout, /LAB\.md, server\.py already read as in \.idem-lab\/backup\/\S+: nothing to put back\./);
+    assert.equal(fs.readFileSync(server, 'utf8'), mine, 'the work is still there');
+    // The restore itself is undone by naming its backup.
+    assert.equal((await runCli(['restore', undo[1]], { cwd: tmp.dir })).exitCode, 0);
+    assert.notEqual(fs.readFileSync(server, 'utf8'), mine, 'restore NAME undid the restore');
+    assert.equal((await runCli(['restore'], { cwd: tmp.dir })).exitCode, 0);
+    assert.equal(fs.readFileSync(server, 'utf8'), mine, 'and restore alone puts the work back again');
 
     const reset = await runCli(['reset', '05'], { cwd: tmp.dir });
     assert.match(reset.stdout, /server\.py is the starter again, the starting point of step 05/);

@@ -22,6 +22,10 @@ test('the glossary finds a replaced word, and passes over it where an allowed ph
   assert.deepEqual(replacedWords('端口 8000 已被其他程序占用', 'zh'), []);
   assert.deepEqual(replacedWords('先占用键再扣款', 'zh'), [{ word: '占用', use: '占位' }]);
   assert.deepEqual(replacedWords('기본 트랙', 'ko'), [{ word: '트랙', use: '과정' }]);
+  // A charge (the provider's) is 청구, a payment (the shop's) 결제; a ledger row is a 행.
+  assert.deepEqual(replacedWords('{id}번 결제는 원장에 있지만 결제사는 결제한 적이 없습니다', 'ko'), [{ word: '결제사는 결제한', use: '청구' }]);
+  assert.deepEqual(replacedWords('{id}번 결제는 원장에 있지만 결제사는 청구한 적이 없습니다', 'ko'), []);
+  assert.deepEqual(replacedWords('원장 줄(2개):', 'ko'), [{ word: '원장 줄', use: '원장 행' }]);
   for (const lang of ['ko', 'zh'] as const) {
     for (const entry of GLOSSARY[lang]) {
       assert.ok(!entry.replaced.includes(entry.use), `${lang} ${entry.concept}: the word used is not one it replaced`);

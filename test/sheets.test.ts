@@ -6,8 +6,11 @@
  * and every `idem-lab check` in a block passes. The learner's server.py is the starter for
  * step 01 (which shows the duplicate charge), the reference from 02 on, and the advanced
  * reference on the advanced track; a block that opens a file in $EDITOR finds the
- * reference answer written there. The sheets name the default ports (8000 for the lab's
- * server, 8012 for step 12's second one): the test gives the ports it got instead.
+ * reference answer written there. A block reaches the lab's server through ./probe.sh or
+ * the address `idem-lab status` shows, never a fixed port: the workspace's server runs on
+ * a port other than 8000 here, as it does for a learner whose 8000 was taken (the
+ * advanced sheet's curl lines once said localhost:8000). Step 12's second server is named
+ * by its default port, 8012: the test gives it a port it got instead.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -76,8 +79,9 @@ for (const lang of ['en', 'ko', 'zh'] as const) {
             if (opened) fs.writeFileSync(path.join(ws.dir, opened), answers[opened]);
           }
           const where = `${sheet}.${lang}.md, step ${block.step}`;
+          for (const line of block.lines) assert.doesNotMatch(line, /:8000\b/, `${where}: "${line}" names port 8000, where the workspace's server may not be`);
           const script = block.lines
-            .map((line, i) => `echo "@@line ${i}"\n${line.replace(/localhost:8000\b/g, `localhost:${labPort}`).replace(/\b8012\b/g, String(secondPort))}`)
+            .map((line, i) => `echo "@@line ${i}"\n${line.replace(/\b8012\b/g, String(secondPort))}`)
             .join('\n');
           const run = await execa('bash', ['-e', '-c', script], { cwd: ws.dir, env, reject: false, all: true, timeout: 300_000 });
           const output = run.all ?? '';

@@ -16,6 +16,8 @@ export const en = {
   'step.13.how.encoded': 'once {how} is undone',
   'step.13.found': '{table}.{column}, row {row} ({bytes} bytes): {how}',
   'step.13.pass': 'Both replays of a payment with a key and of one without, on A and on another server, equalled the first responses; none of the {cells} values in {tables} tables besides the ledger\'s own columns, and none of the {files} files the servers wrote beside the database, holds their charged_at ({chargedAt}) other than as a record\'s own time, in any common encoding.',
+  'step.13.passKeyed': 'The replays of a payment with a key, on A and on another server, equalled the first response; none of the {cells} values in {tables} tables besides the ledger\'s own columns, and none of the {files} files the servers wrote beside the database, holds its charged_at ({chargedAt}) other than as a record\'s own time, in any common encoding.',
+  'step.13.keylessLater': 'The payment without a key was refused (400): keyless payments come in step 15, and this step looks at their records once the server makes them.',
 } as const;
 
 /** 한국어. */
@@ -35,7 +37,9 @@ export const ko: Record<keyof typeof en, string> = {
   'step.13.how.julian': '율리우스일로',
   'step.13.how.encoded': '{how} 디코딩 후',
   'step.13.found': '{table}.{column}, {row}번째 행({bytes}바이트): {how}',
-  'step.13.pass': '키가 있는 결제와 없는 결제의 재생이 A와 다른 서버 모두에서 첫 응답과 같았고, 원장 자체의 열을 뺀 테이블 {tables}개의 값 {cells}개와 서버가 데이터베이스 옆에 쓴 파일 {files}개 어디에도, 기록 자신의 시각으로서가 아니라면, charged_at({chargedAt})이 흔한 인코딩으로도 들어 있지 않았습니다.',
+  'step.13.pass': '키가 있는 결제와 없는 결제의 재생이 A와 다른 서버 모두에서 첫 응답과 같았습니다. 원장 자체의 열을 뺀 테이블 {tables}개의 값 {cells}개에도, 서버가 데이터베이스 옆에 쓴 파일 {files}개에도 charged_at({chargedAt})은 그대로든 흔한 인코딩으로든 들어 있지 않았습니다(기록 자신의 시각으로 든 것은 빼고).',
+  'step.13.passKeyed': '키가 있는 결제의 재생이 A와 다른 서버 모두에서 첫 응답과 같았습니다. 원장 자체의 열을 뺀 테이블 {tables}개의 값 {cells}개에도, 서버가 데이터베이스 옆에 쓴 파일 {files}개에도 charged_at({chargedAt})은 그대로든 흔한 인코딩으로든 들어 있지 않았습니다(기록 자신의 시각으로 든 것은 빼고).',
+  'step.13.keylessLater': '키 없는 결제는 거절(400)되었습니다. 키 없는 결제는 15단계에서 만들고, 서버가 그 결제를 받기 시작하면 이 단계가 그 기록도 봅니다.',
 };
 
 /** 中文。 */
@@ -56,4 +60,6 @@ export const zh: Record<keyof typeof en, string> = {
   'step.13.how.encoded': '解开 {how} 之后',
   'step.13.found': '{table}.{column} 第 {row} 行（{bytes} 字节）：{how}',
   'step.13.pass': '带键和不带键的支付，在 A 和另一台服务器上的重放都等于第一次响应；除账本自己的列之外，{tables} 张表里的 {cells} 个值和服务器在数据库旁边写的 {files} 个文件，用常见编码解开后也都没有它们的 charged_at（{chargedAt}），除非那是记录自己的时间。',
+  'step.13.passKeyed': '带键的支付在 A 和另一台服务器上的重放都等于第一次响应；除账本自己的列之外，{tables} 张表里的 {cells} 个值和服务器在数据库旁边写的 {files} 个文件，用常见编码解开后也都没有它的 charged_at（{chargedAt}），除非那是记录自己的时间。',
+  'step.13.keylessLater': '不带键的支付被拒绝（400）：无键支付在第 15 步才做，服务器开始接受它们之后，这一步也会检查它们的记录。',
 };
