@@ -30,7 +30,7 @@ import { Document, isScalar, visit, type Scalar } from 'yaml';
 import { SetupError } from '../grader/failure.js';
 import { CONFIG_FILE, DEFAULT_POINTS, parseGradingConfig, readGradingConfig } from '../grader/grading.js';
 import { listOf, t } from '../i18n/index.js';
-import { BASIC } from '../steps/index.js';
+import { DEFAULT_TRACK, TRACKS } from '../steps/index.js';
 import type { Track } from '../grader/track.js';
 import { allSteps, configDigest, configTrack, resolveTrack } from './tracks.js';
 import { PACKAGE_ROOT } from '../lab/paths.js';
@@ -202,7 +202,7 @@ const CHECK_COMMENT = ' Fails the job when a required step fails (exit code 1) o
 export function workflowText(options: Pick<CiInitOptions, 'classroom' | 'package' | 'track'> & { configSha256?: string } = {}): string {
   const spec = checkSpec(options.package ?? defaultPackageSpec());
   const classroom = options.classroom === true;
-  const track = resolveTrack(options.track ?? BASIC.id);
+  const track = resolveTrack(options.track ?? DEFAULT_TRACK.id);
   const pin = options.configSha256 ?? defaultConfigDigest(track);
   const steps: Step[] = [
     ...SETUP,
@@ -232,7 +232,7 @@ export function workflowText(options: Pick<CiInitOptions, 'classroom' | 'package
   const comment = [
     ' Grades the lab in this repository on every push with the checks learners run',
     ' themselves (idem-lab check). Written by `idem-lab ci init`; edit as you need.',
-    ' IDEM_LAB_TRACK: the track graded (basic or advanced), also "track" in idem-lab.json.',
+    ` IDEM_LAB_TRACK: the track graded (${TRACKS.map((tr) => tr.id).join(' or ')}), also "track" in idem-lab.json.`,
     ' IDEM_LAB_CONFIG_SHA256 pins the points, required steps, visibility and track of',
     ' idem-lab.json: if they change, the check stops with an error and no points. After',
     ' changing them yourself, run `idem-lab ci init --force` again to pin the new ones.',
@@ -334,7 +334,7 @@ export function checkBefore(value: string): string {
 export function cohortWorkflowText(options: Pick<CiInitOptions, 'package' | 'shards' | 'track' | 'before'> = {}): string {
   const spec = checkSpec(options.package ?? defaultPackageSpec());
   const shards = shardCount(options.shards);
-  const track = resolveTrack(options.track ?? BASIC.id);
+  const track = resolveTrack(options.track ?? DEFAULT_TRACK.id);
   const before = options.before === undefined ? '' : checkBefore(options.before);
   const upload = (name: string, file: string): Step => ({ name: `Upload ${file}`, if: 'always()', uses: ACTIONS.upload, with: { name, path: file, 'if-no-files-found': 'error' } });
   const workflow = {
@@ -408,13 +408,13 @@ export function cohortWorkflowText(options: Pick<CiInitOptions, 'package' | 'sha
 }
 
 /** The idem-lab.json `ci init` writes when there is none: the track, every step's points, every step required. */
-export function defaultConfigText(track: Track = BASIC): string {
+export function defaultConfigText(track: Track = DEFAULT_TRACK): string {
   const config = { track: track.id, points: Object.fromEntries(track.steps.map((s) => [s.id, DEFAULT_POINTS])), required: track.steps.map((s) => s.id) };
   return JSON.stringify(config, null, 2) + '\n';
 }
 
 /** The digest a workflow pins for the default config of `track` (see defaultConfigText, tracks.ts configDigest). */
-export function defaultConfigDigest(track: Track = BASIC): string {
+export function defaultConfigDigest(track: Track = DEFAULT_TRACK): string {
   return configDigest(parseGradingConfig(JSON.parse(defaultConfigText(track)), CONFIG_FILE, allSteps()), track);
 }
 
@@ -592,7 +592,7 @@ function settleTrack(file: string, track: Track, given: boolean): Track {
     if (given) throw new SetupError(t('ci.otherTrack', { file: CONFIG_FILE, named: named.id, track: track.id }));
     return named;
   }
-  if (!named && track.id !== BASIC.id) {
+  if (!named && track.id !== DEFAULT_TRACK.id) {
     const raw = JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
     fs.writeFileSync(file, JSON.stringify({ track: track.id, ...raw }, null, 2) + '\n');
   }
@@ -618,7 +618,7 @@ export async function ciInit(options: CiInitOptions): Promise<CiInitReport> {
   if (options.before !== undefined && !options.cohort) throw new SetupError(t('ci.beforeCohort'));
   if (options.package !== undefined && (options.gradescope || options.exercism)) throw new SetupError(t('ci.packageBundled'));
   const given = options.track !== undefined;
-  let track = resolveTrack(options.track ?? BASIC.id);
+  let track = resolveTrack(options.track ?? DEFAULT_TRACK.id);
   const bundle = options.gradescope ? GRADESCOPE_DIR : options.exercism ? EXERCISM_DIR : undefined;
   const base = bundle ? path.join(root, bundle) : root;
   const relative = options.cohort ? COHORT_WORKFLOW_PATH : bundle ? path.join(bundle, options.gradescope ? 'run_autograder' : path.join('bin', 'run.sh')) : WORKFLOW_PATH;
@@ -706,7 +706,7 @@ export async function ciInitCommand(options: CiInitOptions): Promise<number> {
   const out = outputOf(options);
   out.log(t('ci.wrote', { files: listOf(report.written) }));
   if (report.kept.length) out.log(t('ci.kept', { files: listOf(report.kept) }));
-  out.log(t('ci.track', { track: report.track ?? BASIC.id }));
+  out.log(t('ci.track', { track: report.track ?? DEFAULT_TRACK.id }));
   if (options.cohort) {
     out.log(t(options.package === undefined ? 'ci.next.cohort' : 'ci.next.cohort.package', { roster: ROSTER_FILE }));
     return 0;

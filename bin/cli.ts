@@ -1,6 +1,8 @@
 /**
- * idem-lab: the command line (loaded by idem-lab.ts, the entry point). Parses arguments and hands off to lab/ (the runner) and
- * grader/ (the checks). Exit codes: 0 done or all passed, 1 a check failed, 2 usage or setup error.
+ * idem-lab: the command line. `main(argv, out)` parses the arguments and hands off to lab/
+ * (the runner) and grader/ (the checks), writing through `out`, and returns the exit code:
+ * 0 done or all passed, 1 a check failed, 2 usage or setup error. It never ends the process:
+ * the entry point (idem-lab.ts) calls it and exits with its code, a test calls it in process.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -10,6 +12,7 @@ import { SetupError } from '../grader/failure.js';
 import { fileProblem } from '../lab/safe-fs.js';
 import { findWorkspace, workspaceDir } from '../lab/paths.js';
 import { chooseLanguage, language, setLanguage, t } from '../i18n/index.js';
+import { processOutput, type Output } from './output.js';
 
 // The commands load their modules when they run, so `--help` does not pay for undici,
 // better-sqlite3, execa and marked.
@@ -43,16 +46,6 @@ function workspaceLanguage(dir: string | undefined): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-// The language is chosen before anything is printed: --lang, else the workspace's, else the locale.
-const args = process.argv.slice(2);
-const chosen = chooseLanguage(argValue(args, 'lang'), workspaceLanguage(argValue(args, 'dir')));
-setLanguage(chosen.lang);
-// An unknown --lang is a usage error (exit 2), said in the language the run would otherwise speak.
-if (chosen.unknown !== undefined) {
-  console.error(`idem-lab: ${t('cli.lang.unknown', { lang: chosen.unknown })}`);
-  process.exit(2);
 }
 
 /**
@@ -131,187 +124,6 @@ class LabHelp extends Help {
   }
 }
 
-const program = new Command('idem-lab')
-  .description(t('help.program'))
-  .version('0.1.0', '-V, --version', t('help.version'))
-  .helpOption('-h, --help', t('help.help'))
-  .helpCommand('help [command]', t('help.helpCommand'))
-  .option('--lang <lang>', t('help.lang'))
-  .exitOverride()
-  .showHelpAfterError(t('help.afterError'));
-// Every command, also those added below, writes its errors and help in the learner's language.
-function speakTheLanguage(command: Command): void {
-  command.configureOutput({ outputError: (text, write) => write(translateCommanderError(text)) });
-  command.createHelp = () => Object.assign(new LabHelp(), command.configureHelp());
-}
-speakTheLanguage(program);
-
-let exitCode = 0;
-
-// `idem-lab check | head` closes the pipe early: stop quietly (the exit hooks still stop servers).
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code === 'EPIPE') process.exit(exitCode);
-    throw err;
-  });
-}
-const run = (action: () => Promise<number> | number) => async () => {
-  exitCode = await action();
-};
-
-program
-  .command('start')
-  .description(t('help.start'))
-  .option('--dir <dir>', t('help.dir'))
-  .option('--lang <lang>', t('help.start.lang'))
-  .option('--port <port>', t('help.start.port'), port)
-  .option('--force', t('help.start.force'))
-  .option('--track <track>', t('help.start.track'))
-  .action((opts) => run(async () => (await lab()).startCommand(opts))());
-
-program.command('stop').description(t('help.stop')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).stopCommand(opts))());
-program.command('restart').description(t('help.restart')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).restartCommand(opts))());
-program.command('status').description(t('help.status')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statusCommand(opts))());
-
-program
-  .command('probe')
-  .description(t('help.probe'))
-  .argument('[key]', t('help.probe.key'))
-  .argument('[body]', t('help.probe.body'))
-  .option('--dir <dir>', t('help.dir'))
-  .option('--port <port>', t('help.probe.port'), port)
-  .action((key, body, opts) => run(async () => (await lab()).probeCommand(key, body, opts))());
-
-program.command('ledger').description(t('help.ledger')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).ledgerCommand(opts))());
-program.command('statement').description(t('help.statement')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statementCommand(opts))());
-program.command('show').description(t('help.show')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).showCommand(step, opts))());
-program
-  .command('hint')
-  .description(t('help.hint'))
-  .argument('[step]', t('help.step.current'))
-  .option('--dir <dir>', t('help.dir'))
-  .option('--reset', t('help.hint.reset'))
-  .action((step, opts) => run(async () => (await lab()).hintCommand(step, opts))());
-
-program.command('solution').description(t('help.solution')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).solutionCommand(step, opts))());
-program.command('reset').description(t('help.reset')).argument('<step>', t('help.step')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).resetCommand(step, opts))());
-program.command('restore').description(t('help.restore')).argument('[backup]', t('help.restore.backup')).option('--dir <dir>', t('help.dir')).action((backup, opts) => run(async () => (await lab()).restoreCommand(backup, opts))());
-program.command('track').description(t('help.track')).argument('[track]', t('help.track.id')).option('--dir <dir>', t('help.dir')).action((track, opts) => run(async () => (await import('./track-command.js')).trackCommand(track, opts))());
-
-const collect = (value: string, previous: string[] = []) => [...previous, value];
-
-program
-  .command('check')
-  .description(t('help.check'))
-  .argument('[steps...]', t('help.check.steps'))
-  .option('--dir <dir>', t('help.dir'))
-  .option('--reporter <name>', t('help.check.reporter'), collect)
-  .option('--output <file>', t('help.check.output'))
-  .option('--config <file>', t('help.check.config'))
-  .option('--seed <n>', t('help.check.seed'))
-  .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
-  .option('--track <track>', t('help.check.track'))
-  .option('--config-sha256 <hex>', t('help.check.configSha256'))
-  .option('--time-limit <seconds>', t('help.check.timeLimit'))
-  .addHelpText('after', `\n${t('help.check.exit')}`)
-  .action((steps, opts) =>
-    run(async () => {
-      // The interpreter look-up and the sandbox probe run while the grader's modules load.
-      const { prewarm } = await import('../grader/prewarm.js');
-      prewarm(workspaceDir(opts), opts.sandbox);
-      return (await grader()).checkCommand(steps, opts);
-    })(),
-  );
-
-program
-  .command('grade')
-  .description(t('help.grade'))
-  .argument('<dirs...>', t('help.grade.dirs'))
-  .option('--jobs <n>', t('help.grade.jobs'), '1')
-  .option('--csv <file>', t('help.grade.csv'))
-  .option('--json <file>', t('help.grade.json'))
-  .option('--config <file>', t('help.grade.config'))
-  .option('--timeout <seconds>', t('help.grade.timeout'), '180')
-  .option('--shard <k/n>', t('help.grade.shard'))
-  .option('--sandbox <mode>', t('help.sandbox') + ' (default: required)')
-  .option('--track <track>', t('help.grade.track'))
-  .option('--feedback <dir>', t('help.grade.feedback'))
-  .addHelpText('after', `\n${t('help.grade.exit')}`)
-  .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, opts))());
-
-program
-  .command('gradebook')
-  .description(t('help.gradebook'))
-  .command('merge')
-  .description(t('help.gradebook.merge'))
-  .argument('<files...>', t('help.gradebook.merge.files'))
-  .option('--json <file>', t('help.gradebook.merge.json'))
-  .option('--csv <file>', t('help.gradebook.merge.csv'))
-  .option('--update <file>', t('help.gradebook.merge.update'))
-  .option('--feedback <dir>', t('help.grade.feedback'))
-  .addHelpText('after', `\n${t('help.gradebook.merge.exit')}`)
-  .action((files, opts) => run(async () => (await cohort()).mergeCommand(files, opts))());
-
-program
-  .command('roster')
-  .description(t('help.roster'))
-  .argument('<file>', t('help.roster.file'))
-  .option('--org <org>', t('help.roster.org'))
-  .option('--assignment <prefix>', t('help.roster.assignment'))
-  .option('--only <repo>', t('help.roster.only'))
-  .action((file, opts) => run(async () => (await import('./roster.js')).rosterCommand(file, opts))());
-
-program
-  .command('ci')
-  .description(t('help.ci'))
-  .command('init')
-  .description(t('help.ci.init'))
-  .option('--dir <dir>', t('help.ci.dir'))
-  .option('--classroom', t('help.ci.classroom'))
-  .option('--package <spec>', t('help.ci.package'))
-  .option('--cohort', t('help.ci.cohort'))
-  .option('--shards <n>', t('help.ci.shards'))
-  .option('--gradescope', t('help.ci.gradescope'))
-  .option('--exercism', t('help.ci.exercism'))
-  .option('--track <track>', t('help.ci.track'))
-  .option('--before <date>', t('help.ci.before'))
-  .option('--force', t('help.ci.force'))
-  .action((opts) => run(async () => (await ci()).ciInitCommand(opts))());
-
-program
-  .command('chaos')
-  .description(t('help.chaos'))
-  .option('--dir <dir>', t('help.dir'))
-  .option('--payments <n>', t('help.chaos.payments'))
-  .option('--loss <p>', t('help.chaos.loss'))
-  .option('--seed <n>', t('help.chaos.seed'))
-  .option('--no-key', t('help.chaos.noKey'))
-  .option('--timeout <seconds>', t('help.chaos.timeout'))
-  .option('--ascii', t('help.chaos.ascii'))
-  .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
-  .addHelpText('after', `\n${t('help.chaos.exit')}`)
-  .action((opts) => run(async () => (await import('./chaos-command.js')).chaosCommand(opts))());
-
-program
-  .command('watch')
-  .description(t('help.watch'))
-  .argument('[step]', t('help.watch.step'))
-  .option('--dir <dir>', t('help.dir'))
-  .action((step, opts) => run(async () => (await import('./watch.js')).watchCommand(step, opts))());
-
-program
-  .command('menu')
-  .description(t('help.menu'))
-  .option('--dir <dir>', t('help.dir'))
-  .action((opts) => run(async () => (await import('./menu.js')).menuCommand(opts))());
-
-// Every command takes --lang (read above); start documents its own.
-for (const command of program.commands) {
-  if (!command.options.some((o) => o.long === '--lang')) command.option('--lang <lang>', t('help.lang'));
-}
-const everyCommand = (command: Command): Command[] => [command, ...command.commands.flatMap(everyCommand)];
-for (const command of everyCommand(program)) speakTheLanguage(command);
-
 /** The arguments without --lang and --dir and their values: none left means the menu. */
 function withoutGlobalOptions(list: string[]): string[] {
   const out: string[] = [];
@@ -322,25 +134,238 @@ function withoutGlobalOptions(list: string[]): string[] {
   return out;
 }
 
-try {
-  if (withoutGlobalOptions(args).length === 0) {
-    exitCode = await (await import('./menu.js')).menuCommand({ dir: argValue(args, 'dir') });
-  } else {
-    await program.parseAsync(process.argv);
-  }
-} catch (err) {
-  if (err instanceof CommanderError) {
-    exitCode = err.exitCode === 0 ? 0 : 2;
-  } else if (err instanceof SetupError) {
-    console.error(`idem-lab: ${err.message}`);
-    exitCode = 2;
-  } else if (fileProblem(err)) {
-    // a full disk, a read-only folder, a refused permission: one sentence, no stack trace
-    console.error(`idem-lab: ${fileProblem(err)?.message}`);
-    exitCode = 2;
-  } else {
-    console.error(`idem-lab: ${(err as Error).stack ?? err}`);
-    exitCode = 2;
+/**
+ * Runs the command line once, in this process: `argv` are the arguments after the program
+ * (`process.argv.slice(2)`), `out` where everything is written (default: the process's own
+ * streams). The language is chosen first (--lang, else the workspace's, else the locale in
+ * `env`: LC_ALL, LC_MESSAGES, LANG; default process.env) and put back as it was on return,
+ * and the commands are built anew for each call, so two calls in one process share no
+ * options, language or colour (that comes from `out`). The contract's variables and limits
+ * (IDEM_LAB_SEED, IDEM_LAB_REQUEST_TIMEOUT_MS, ...) are still read from process.env.
+ * @returns the exit code: 0 done or all passed, 1 a check failed, 2 usage or setup error;
+ *   never ends the process and never rejects for a command's error (it is printed, exit 2)
+ */
+export async function main(argv: readonly string[], out: Output = processOutput(), env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const before = language();
+  try {
+    return await runCommandLine([...argv], out, env);
+  } finally {
+    setLanguage(before);
   }
 }
-process.exitCode = exitCode;
+
+async function runCommandLine(args: string[], out: Output, env: NodeJS.ProcessEnv): Promise<number> {
+  // The language is chosen before anything is printed: --lang, else the workspace's, else the locale.
+  const chosen = chooseLanguage(argValue(args, 'lang'), workspaceLanguage(argValue(args, 'dir')), env);
+  setLanguage(chosen.lang);
+  // An unknown --lang is a usage error (exit 2), said in the language the run would otherwise speak.
+  if (chosen.unknown !== undefined) {
+    out.error(`idem-lab: ${t('cli.lang.unknown', { lang: chosen.unknown })}`);
+    return 2;
+  }
+
+  const program = new Command('idem-lab')
+    .description(t('help.program'))
+    .version('0.1.0', '-V, --version', t('help.version'))
+    .helpOption('-h, --help', t('help.help'))
+    .helpCommand('help [command]', t('help.helpCommand'))
+    .option('--lang <lang>', t('help.lang'))
+    .exitOverride()
+    .showHelpAfterError(t('help.afterError'));
+  // Every command, also those added below, writes its errors and help in the learner's language, through `out`.
+  const speakTheLanguage = (command: Command): void => {
+    command.configureOutput({
+      writeOut: (text) => out.write(text),
+      writeErr: (text) => out.error(text.replace(/\n$/, '')),
+      // Help is as wide as the report's terminal (none: commander's 80), and coloured as `out` is.
+      getOutHelpWidth: () => out.columns as number, // undefined (no terminal) is commander's own default too
+      getErrHelpWidth: () => (out.errStream?.isTTY ? out.errStream.columns : undefined) as number,
+      getOutHasColors: () => out.c.level > 0,
+      getErrHasColors: () => out.c.level > 0,
+      outputError: (text, write) => write(translateCommanderError(text)),
+    });
+    command.createHelp = () => Object.assign(new LabHelp(), command.configureHelp());
+  };
+  speakTheLanguage(program);
+
+  let exitCode = 0;
+  const run = (action: () => Promise<number> | number) => async () => {
+    exitCode = await action();
+  };
+
+  program
+    .command('start')
+    .description(t('help.start'))
+    .option('--dir <dir>', t('help.dir'))
+    .option('--lang <lang>', t('help.start.lang'))
+    .option('--port <port>', t('help.start.port'), port)
+    .option('--force', t('help.start.force'))
+    .option('--track <track>', t('help.start.track'))
+    .action((opts) => run(async () => (await lab()).startCommand({ ...opts, out }))());
+
+  program.command('stop').description(t('help.stop')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).stopCommand({ ...opts, out }))());
+  program.command('restart').description(t('help.restart')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).restartCommand({ ...opts, out }))());
+  program.command('status').description(t('help.status')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statusCommand({ ...opts, out }))());
+
+  program
+    .command('probe')
+    .description(t('help.probe'))
+    .argument('[key]', t('help.probe.key'))
+    .argument('[body]', t('help.probe.body'))
+    .option('--dir <dir>', t('help.dir'))
+    .option('--port <port>', t('help.probe.port'), port)
+    .action((key, body, opts) => run(async () => (await lab()).probeCommand(key, body, { ...opts, out }))());
+
+  program.command('ledger').description(t('help.ledger')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).ledgerCommand({ ...opts, out }))());
+  program.command('statement').description(t('help.statement')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statementCommand({ ...opts, out }))());
+  program.command('show').description(t('help.show')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).showCommand(step, { ...opts, out }))());
+  program
+    .command('hint')
+    .description(t('help.hint'))
+    .argument('[step]', t('help.step.current'))
+    .option('--dir <dir>', t('help.dir'))
+    .option('--reset', t('help.hint.reset'))
+    .action((step, opts) => run(async () => (await lab()).hintCommand(step, { ...opts, out }))());
+
+  program.command('solution').description(t('help.solution')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).solutionCommand(step, { ...opts, out }))());
+  program.command('reset').description(t('help.reset')).argument('<step>', t('help.step')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).resetCommand(step, { ...opts, out }))());
+  program.command('restore').description(t('help.restore')).argument('[backup]', t('help.restore.backup')).option('--dir <dir>', t('help.dir')).action((backup, opts) => run(async () => (await lab()).restoreCommand(backup, { ...opts, out }))());
+  program.command('track').description(t('help.track')).argument('[track]', t('help.track.id')).option('--dir <dir>', t('help.dir')).action((track, opts) => run(async () => (await import('./track-command.js')).trackCommand(track, { ...opts, out }))());
+
+  const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+  program
+    .command('check')
+    .description(t('help.check'))
+    .argument('[steps...]', t('help.check.steps'))
+    .option('--dir <dir>', t('help.dir'))
+    .option('--reporter <name>', t('help.check.reporter'), collect)
+    .option('--output <file>', t('help.check.output'))
+    .option('--config <file>', t('help.check.config'))
+    .option('--seed <n>', t('help.check.seed'))
+    .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
+    .option('--track <track>', t('help.check.track'))
+    .option('--config-sha256 <hex>', t('help.check.configSha256'))
+    .option('--time-limit <seconds>', t('help.check.timeLimit'))
+    .addHelpText('after', `\n${t('help.check.exit')}`)
+    .action((steps, opts) =>
+      run(async () => {
+        // The interpreter look-up and the sandbox probe run while the grader's modules load.
+        const { prewarm } = await import('../grader/prewarm.js');
+        prewarm(workspaceDir(opts), opts.sandbox);
+        return (await grader()).checkCommand(steps, { ...opts, out });
+      })(),
+    );
+
+  program
+    .command('grade')
+    .description(t('help.grade'))
+    .argument('<dirs...>', t('help.grade.dirs'))
+    .option('--jobs <n>', t('help.grade.jobs'), '1')
+    .option('--csv <file>', t('help.grade.csv'))
+    .option('--json <file>', t('help.grade.json'))
+    .option('--config <file>', t('help.grade.config'))
+    .option('--timeout <seconds>', t('help.grade.timeout'), '180')
+    .option('--shard <k/n>', t('help.grade.shard'))
+    .option('--sandbox <mode>', t('help.sandbox') + ' (default: required)')
+    .option('--track <track>', t('help.grade.track'))
+    .option('--feedback <dir>', t('help.grade.feedback'))
+    .addHelpText('after', `\n${t('help.grade.exit')}`)
+    .action((dirs, opts) => run(async () => (await cohort()).gradeCommand(dirs, { ...opts, out }))());
+
+  program
+    .command('gradebook')
+    .description(t('help.gradebook'))
+    .command('merge')
+    .description(t('help.gradebook.merge'))
+    .argument('<files...>', t('help.gradebook.merge.files'))
+    .option('--json <file>', t('help.gradebook.merge.json'))
+    .option('--csv <file>', t('help.gradebook.merge.csv'))
+    .option('--update <file>', t('help.gradebook.merge.update'))
+    .option('--feedback <dir>', t('help.grade.feedback'))
+    .addHelpText('after', `\n${t('help.gradebook.merge.exit')}`)
+    .action((files, opts) => run(async () => (await cohort()).mergeCommand(files, { ...opts, out }))());
+
+  program
+    .command('roster')
+    .description(t('help.roster'))
+    .argument('<file>', t('help.roster.file'))
+    .option('--org <org>', t('help.roster.org'))
+    .option('--assignment <prefix>', t('help.roster.assignment'))
+    .option('--only <repo>', t('help.roster.only'))
+    .action((file, opts) => run(async () => (await import('./roster.js')).rosterCommand(file, { ...opts, out }))());
+
+  program
+    .command('ci')
+    .description(t('help.ci'))
+    .command('init')
+    .description(t('help.ci.init'))
+    .option('--dir <dir>', t('help.ci.dir'))
+    .option('--classroom', t('help.ci.classroom'))
+    .option('--package <spec>', t('help.ci.package'))
+    .option('--cohort', t('help.ci.cohort'))
+    .option('--shards <n>', t('help.ci.shards'))
+    .option('--gradescope', t('help.ci.gradescope'))
+    .option('--exercism', t('help.ci.exercism'))
+    .option('--track <track>', t('help.ci.track'))
+    .option('--before <date>', t('help.ci.before'))
+    .option('--force', t('help.ci.force'))
+    .action((opts) => run(async () => (await ci()).ciInitCommand({ ...opts, out }))());
+
+  program
+    .command('chaos')
+    .description(t('help.chaos'))
+    .option('--dir <dir>', t('help.dir'))
+    .option('--payments <n>', t('help.chaos.payments'))
+    .option('--loss <p>', t('help.chaos.loss'))
+    .option('--seed <n>', t('help.chaos.seed'))
+    .option('--no-key', t('help.chaos.noKey'))
+    .option('--timeout <seconds>', t('help.chaos.timeout'))
+    .option('--ascii', t('help.chaos.ascii'))
+    .option('--sandbox <mode>', t('help.sandbox') + ' (default: auto)')
+    .addHelpText('after', `\n${t('help.chaos.exit')}`)
+    .action((opts) => run(async () => (await import('./chaos-command.js')).chaosCommand(opts, out.write, out.c))());
+
+  program
+    .command('watch')
+    .description(t('help.watch'))
+    .argument('[step]', t('help.watch.step'))
+    .option('--dir <dir>', t('help.dir'))
+    .action((step, opts) => run(async () => (await import('./watch.js')).watchCommand(step, { ...opts, out }))());
+
+  program
+    .command('menu')
+    .description(t('help.menu'))
+    .option('--dir <dir>', t('help.dir'))
+    .action((opts) => run(async () => (await import('./menu.js')).menuCommand({ ...opts, out }))());
+
+  // Every command takes --lang (read above); start documents its own.
+  for (const command of program.commands) {
+    if (!command.options.some((o) => o.long === '--lang')) command.option('--lang <lang>', t('help.lang'));
+  }
+  const everyCommand = (command: Command): Command[] => [command, ...command.commands.flatMap(everyCommand)];
+  for (const command of everyCommand(program)) speakTheLanguage(command);
+
+  try {
+    if (withoutGlobalOptions(args).length === 0) {
+      exitCode = await (await import('./menu.js')).menuCommand({ dir: argValue(args, 'dir'), out });
+    } else {
+      await program.parseAsync(args, { from: 'user' });
+    }
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      exitCode = err.exitCode === 0 ? 0 : 2;
+    } else if (err instanceof SetupError) {
+      out.error(`idem-lab: ${err.message}`);
+      exitCode = 2;
+    } else if (fileProblem(err)) {
+      // a full disk, a read-only folder, a refused permission: one sentence, no stack trace
+      out.error(`idem-lab: ${fileProblem(err)?.message}`);
+      exitCode = 2;
+    } else {
+      out.error(`idem-lab: ${(err as Error).stack ?? err}`);
+      exitCode = 2;
+    }
+  }
+  return exitCode;
+}

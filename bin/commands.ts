@@ -13,8 +13,8 @@ import { formatProgress } from '../grader/reporters/human.js';
 import type { ChalkInstance } from 'chalk';
 import { formatExchange, formatLedger, shellQuote } from '../grader/wire.js';
 import type { Step, Track } from '../grader/track.js';
-import { allSteps, chooseSteps, currentTrack, passedIn, resolveTrack, trackName } from './tracks.js';
-import { upgradeFrame } from '../lab/frame.js';
+import { allSteps, chooseSteps, currentTrack, isFirstTrack, passedIn, resolveTrack, trackName } from './tracks.js';
+import { upgradeFrames } from '../lab/frame.js';
 import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from '../lab/runner.js';
 import { readSheet, sheetSection } from '../lab/sheet.js';
 import fs from 'node:fs';
@@ -86,9 +86,9 @@ function printStart(outcome: Awaited<ReturnType<typeof startLabServer>>, workspa
 }
 
 /**
- * `idem-lab start`: lay the workspace (LAB.md in the chosen language, which the workspace
- * then keeps; with `--track advanced` ADVANCED.md too, and an older server.py's frame
- * renewed around the learner's handle_pay), start the server, show the track's steps and
+ * `idem-lab start`: lay the workspace for its track (LAB.md in the chosen language, which
+ * the workspace then keeps; with `--track advanced` ADVANCED.md too, and an older
+ * server.py's frame renewed around the learner's handle_pay: see Track), start the server, show the track's steps and
  * its first step.
  * @param options.brief only lay the workspace and start the server, without the step list
  *   and the first step (the menu shows those itself)
@@ -103,8 +103,8 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
   // The command line chose the language (--lang, else this workspace's, else LANG/LC_ALL).
   const lang = language();
   const chosen = options.track === undefined ? undefined : resolveTrack(options.track);
-  const trackId = chosen?.id ?? (fs.existsSync(workspace) ? currentTrack(workspace).id : 'basic');
-  const report = layWorkspace(workspace, options.force ?? false, lang, trackId === 'advanced' ? 'advanced' : 'basic');
+  const track = chosen ?? currentTrack(fs.existsSync(workspace) ? workspace : undefined);
+  const report = layWorkspace(workspace, options.force ?? false, lang, track);
   updateState(workspace, (s) => {
     s.lang = lang;
     s.startedAt ??= new Date().toISOString();
@@ -113,8 +113,7 @@ export async function startCommand(options: WorkspaceOptions & { lang?: string; 
   if (report.written.length) out.log(t('cli.laidOut', { files: listOf(report.written), dir: workspace }));
   if (report.kept.length) out.log(t(report.kept.length === 1 ? 'cli.kept.one' : 'cli.kept.many', { files: report.kept.join(', ') }));
   if (report.backup) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, report.backup) })));
-  if (trackId === 'advanced') {
-    const frame = upgradeFrame(workspace);
+  for (const frame of upgradeFrames(workspace, track)) {
     if (frame.kind === 'upgraded') out.log(c.yellow(t('cli.track.upgraded', { dir: frame.backup })));
     if (frame.kind === 'no-markers') out.log(c.yellow(t('cli.track.noMarkers')));
   }
@@ -517,7 +516,7 @@ export function labSummary(workspace: string, c: ChalkInstance = processOutput()
   }
   const last = passes[passes.length - 1] ?? new Date().toISOString();
   const files = ['server.py', ...track.steps.flatMap((s) => (s.file && fs.existsSync(path.join(workspace, s.file.name)) ? [s.file.name] : []))];
-  const lines = [c.green(c.bold(track.id === 'basic' ? t('summary.heading', { total: track.steps.length }) : t('summary.heading.track', { track: trackName(track), total: track.steps.length }))), '', t('summary.proved')];
+  const lines = [c.green(c.bold(isFirstTrack(track) ? t('summary.heading', { total: track.steps.length }) : t('summary.heading.track', { track: trackName(track), total: track.steps.length }))), '', t('summary.proved')];
   for (const step of track.steps) lines.push(`  ${c.green('✓')} ${step.id} ${step.slug.padEnd(9)} ${t(`summary.${step.id}` as MessageKey)}`);
   lines.push('');
   if (startedAt) lines.push(t('summary.took', { duration: formatDuration(Date.parse(last) - Date.parse(startedAt)), from: localTime(startedAt), to: localTime(last) }));

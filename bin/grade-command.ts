@@ -139,8 +139,8 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   const warning = sandboxWarning(choice);
   if (warning) out.error(`idem-lab: ${warning}`);
   if (shard) out.error(t('cohort.shard.slice', { shard: `${shard.index}/${shard.count}`, count: slice.dirs.length, total: dirs.length }));
-  // Given an output, a line per workspace on its complaints side; else stderr, rewritten in place on a terminal.
-  const shown = cohortProgress(slice.dirs.length, options.out ? { write: (text) => out.error(text.replace(/\n$/, '')) } : process.stderr);
+  // On the process's stderr, rewritten in place on a terminal; on a captured output, a line per workspace on its complaints side.
+  const shown = cohortProgress(slice.dirs.length, out.errStream ?? { write: (text) => out.error(text.replace(/\n$/, '')) });
   const book = await gradeCohort({
     dirs: slice.dirs,
     names: slice.names,

@@ -36,6 +36,12 @@ export interface Output {
    * terminal, as in CI): then nothing waits for a key. The menu also needs `isTTY`.
    */
   terminal: { input: KeyInput; output: NodeJS.WritableStream } | undefined;
+  /**
+   * The complaints side as the stream it is, where progress may be rewritten in place on a
+   * terminal (`grade`'s one line): the process's stderr; absent for a capture, where
+   * progress goes through `error` a line at a time.
+   */
+  errStream?: { isTTY?: boolean; columns?: number; write(text: string): unknown };
 }
 
 /** The process's own streams: stdout and stderr, and stdin as the keys side when it is a terminal. */
@@ -50,6 +56,7 @@ export function processOutput(): Output {
     columns: isTTY ? stdout.columns : undefined,
     c: colourFor(stdout),
     terminal: stdin.isTTY === true ? { input: stdin, output: stdout } : undefined,
+    errStream: stderr,
   };
 }
 

@@ -1,20 +1,20 @@
 /**
- * `idem-lab track [ID]`: which track the workspace follows, and a switch to another. The
- * advanced track lays its sheet (ADVANCED.md) beside the basic one and gives an older
- * server.py the frame it needs, keeping the learner's handle_pay (lab/frame.ts).
+ * `idem-lab track [ID]`: which track the workspace follows, and a switch to another. A
+ * track lays its files and sheet beside those of the track it builds on (the advanced
+ * track: ADVANCED.md beside LAB.md) and gives an older server.py the frame it needs,
+ * keeping the learner's handle_pay (lab/frame.ts). Every track comes from steps/index.ts.
  */
 import path from 'node:path';
-import { SetupError } from '../grader/failure.js';
 import { formatProgress } from '../grader/reporters/human.js';
 import type { ChalkInstance } from 'chalk';
 import { language, listOf, t } from '../i18n/index.js';
-import { upgradeFrame } from '../lab/frame.js';
+import { upgradeFrames } from '../lab/frame.js';
 import { recordedServer } from '../lab/runner.js';
 import { readSheet, sheetSection } from '../lab/sheet.js';
-import { isTrackId, layWorkspace, openWorkspace, readState, updateState, TRACK_IDS } from '../lab/workspace.js';
+import { layWorkspace, lineage, openWorkspace, readState, updateState } from '../lab/workspace.js';
 import { workspaceDir } from '../lab/paths.js';
 import { TRACKS } from '../steps/index.js';
-import { currentTrack, passedIn, resolveTrack } from './tracks.js';
+import { currentTrack, passedIn, resolveTrack, stepsLeftBefore } from './tracks.js';
 import { outputOf, type Output } from './output.js';
 
 /** Per track: `* basic     8 steps, 8 pass`, the current one starred. */
@@ -29,8 +29,10 @@ function trackLines(workspace: string, c: ChalkInstance): string[] {
 
 /**
  * `idem-lab track`: lists the tracks and their progress; `idem-lab track ID`: makes ID the
- * workspace's track (the advanced one lays ADVANCED.md and upgrades an old server.py's
- * frame after a backup), then shows its steps and its first step not passing yet.
+ * workspace's track (laying its files and sheet, and renewing an old server.py's frame
+ * after a backup when it has one: the advanced track's), then shows its progress, the
+ * steps of the tracks it builds on that do not pass yet, its first step not passing yet
+ * and its sheet's name.
  * @returns 0
  * @throws SetupError for an unknown track or a folder that is no workspace
  */
@@ -44,13 +46,10 @@ export function trackCommand(id: string | undefined, options: { dir?: string; ou
     print(c.dim(t('cli.track.switch')));
     return 0;
   }
-  const wanted = resolveTrack(id).id;
-  // Every track of steps/ is one a workspace can follow (lab/workspace.ts TRACK_IDS).
-  if (!isTrackId(wanted)) throw new SetupError(t('cli.track.unknown', { track: id, list: listOf(TRACK_IDS) }));
+  const wanted = resolveTrack(id);
   const report = layWorkspace(workspace, false, language(), wanted);
   if (report.written.length) print(t('cli.laidOut', { files: listOf(report.written), dir: workspace }));
-  if (wanted === 'advanced') {
-    const frame = upgradeFrame(workspace);
+  for (const frame of upgradeFrames(workspace, wanted)) {
     if (frame.kind === 'upgraded') {
       print(c.yellow(t('cli.track.upgraded', { dir: frame.backup })));
       if (recordedServer(workspace, readState(workspace)).kind === 'ours') print(t('cli.track.restart'));
@@ -58,17 +57,18 @@ export function trackCommand(id: string | undefined, options: { dir?: string; ou
     if (frame.kind === 'no-markers') print(c.yellow(t('cli.track.noMarkers')));
   }
   updateState(workspace, (s) => {
-    s.track = wanted;
+    s.track = wanted.id;
   });
   const track = currentTrack(workspace);
   const steps = readState(workspace).steps ?? {};
   print('');
   print(formatProgress(passedIn(track, workspace), track.steps.length, c));
-  const basicLeft = TRACKS[0].steps.filter((s) => steps[s.id]?.status !== 'pass');
-  if (wanted === 'advanced' && basicLeft.length > 0) print(c.yellow(t('cli.track.basicFirst', { steps: listOf(basicLeft.map((s) => s.id)) })));
+  const left = stepsLeftBefore(wanted, workspace);
+  if (left.length > 0) print(c.yellow(t('cli.track.basicFirst', { steps: listOf(left.map((s) => s.id)) })));
   const next = track.steps.find((s) => steps[s.id]?.status !== 'pass') ?? track.steps[0];
   const section = sheetSection(readSheet(workspace), next.id);
   if (section) print(`\n${section}`);
-  print(`\n${c.dim(t('cli.track.footer', { sheet: wanted === 'advanced' ? 'ADVANCED.md' : 'LAB.md', dir: path.basename(workspace) }))}`);
+  const sheet = lineage(wanted).reverse().find((tr) => tr.sheet)?.sheet;
+  if (sheet) print(`\n${c.dim(t('cli.track.footer', { sheet: sheet.name, dir: path.basename(workspace) }))}`);
   return 0;
 }

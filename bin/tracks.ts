@@ -7,11 +7,11 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { BASIC, TRACKS, trackById } from '../steps/index.js';
+import { DEFAULT_TRACK, TRACKS, trackById } from '../steps/index.js';
 import { selectSteps, type Step, type Track } from '../grader/track.js';
-import { readState } from '../lab/workspace.js';
+import { lineage, readState } from '../lab/workspace.js';
 import { SetupError } from '../grader/failure.js';
-import { listOf, t } from '../i18n/index.js';
+import { CATALOGS, listOf, t, type MessageKey } from '../i18n/index.js';
 import { CONFIG_FILE, gradingDigest, type GradingConfig } from '../grader/grading.js';
 
 /**
@@ -33,12 +33,12 @@ export function configTrack(file: string): Track | undefined {
   return track;
 }
 
-/** The track the workspace follows: its state's, else its idem-lab.json's `"track"`, else basic. */
+/** The track the workspace follows: its state's, else its idem-lab.json's `"track"`, else the first track (basic). */
 export function currentTrack(workspace?: string): Track {
   const id = workspace ? readState(workspace).track : undefined;
   const chosen = id && trackById(id);
   if (chosen) return chosen;
-  return (workspace && configTrack(path.join(workspace, CONFIG_FILE))) || BASIC;
+  return (workspace && configTrack(path.join(workspace, CONFIG_FILE))) || DEFAULT_TRACK;
 }
 
 /** Every step of every track, in id order. */
@@ -83,10 +83,27 @@ export function configForTrack(config: GradingConfig, track: Track): GradingConf
   return { ...config, required: undefined };
 }
 
-/** A track's name in the learner's language (`advanced`, `심화`, `进阶`); its id when it has no name there. */
+/** A track's name in the learner's language (message `track.name.<id>`: `advanced`, `심화`, `进阶`); its id when there is no such message. */
 export function trackName(track: Track): string {
   const key = `track.name.${track.id}`;
-  return key === 'track.name.basic' || key === 'track.name.advanced' ? t(key) : track.id;
+  return Object.hasOwn(CATALOGS.en, key) ? t(key as MessageKey) : track.id;
+}
+
+/**
+ * The steps of the tracks `track` builds on that do not pass yet in the workspace (by its
+ * saved verdicts): what should pass before `track` is taken up. None for the first track.
+ */
+export function stepsLeftBefore(track: Track, workspace: string): Step[] {
+  const steps = readState(workspace).steps ?? {};
+  return lineage(track).slice(0, -1).flatMap((t) => t.steps.filter((s) => steps[s.id]?.status !== 'pass'));
+}
+
+/**
+ * Whether `track` is the lab's first track (basic), whose end is the end of the lab; the
+ * others end as "the <name> track".
+ */
+export function isFirstTrack(track: Track): boolean {
+  return track === DEFAULT_TRACK;
 }
 
 /**

@@ -55,12 +55,58 @@ export interface Step {
   hints: string[];
 }
 
-/** A lab's track: its steps, in order (the basic track: steps/basic/index.ts; every track: steps/index.ts). */
+/**
+ * A file a track lays into a learner's workspace. `source` is relative to the lab's
+ * folder of bundled files (the command line resolves it there), or an absolute path.
+ */
+export interface TrackFile {
+  /** Where the bundled file is, e.g. `probe.sh`. */
+  source: string;
+  /** Its name in the workspace, e.g. `probe.sh`. */
+  name: string;
+  /** Laid with mode 0755 instead of 0644. */
+  executable?: boolean;
+}
+
+/** A track's sheet: the text a learner reads, one file per language, with a section per step (`## 03 · ...`). */
+export interface TrackSheet {
+  /** The bundled sheet in a language (`en`, `ko`, `zh`), as TrackFile.source is: e.g. `LAB.en.md`. */
+  source(lang: string): string;
+  /** Its name in the workspace, e.g. `LAB.md`. */
+  name: string;
+}
+
+/**
+ * A newer version of a workspace file that a track needs around the learner's own part
+ * (which the command line knows how to find and keep), for workspaces laid before it.
+ */
+export interface TrackFrame {
+  /** The workspace file, e.g. `server.py`. */
+  name: string;
+  /** The bundled file with the frame, as TrackFile.source is. */
+  source: string;
+  /** Matches a text that has the frame already (nothing to renew). */
+  current: RegExp;
+}
+
+/**
+ * A lab's track: its steps in order, and what a workspace following it gets. Every track
+ * of a lab is listed once (this lab's: steps/index.ts TRACKS); the command line derives
+ * what it lays, reads and asks from these fields and never names a track itself.
+ */
 export interface Track {
-  /** One word, e.g. `basic`. */
+  /** One word, e.g. `basic`; also what `--track` takes. */
   id: string;
   /** Its steps, in id order. */
   steps: readonly Step[];
+  /** The track it builds on: that track's files stay laid and its steps should pass first. */
+  buildsOn?: Track;
+  /** Its sheet, laid after its files. */
+  sheet?: TrackSheet;
+  /** The files it lays besides the sheet (those of the track it builds on are laid too, first). */
+  files?: readonly TrackFile[];
+  /** A frame it needs that a workspace laid for an earlier track may lack. */
+  frame?: TrackFrame;
 }
 
 /**

@@ -7,7 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { LAB_DIR } from './paths.js';
-import { backUp, sha256, updateState } from './workspace.js';
+import { backUp, lineage, sha256, updateState } from './workspace.js';
+import type { Track, TrackFrame } from '../grader/track.js';
 import { writeFileAtomic } from './safe-fs.js';
 
 /** The line before the learner's part of server.py. */
@@ -15,12 +16,9 @@ export const HANDLE_PAY_START = '# --- handle_pay: the part you edit starts here
 /** The line after it. */
 export const HANDLE_PAY_END = '# --- handle_pay: the part you edit ends here ---';
 
-/** What marks the advanced track's frame: its payment_link, which only that frame defines. */
-const ADVANCED_FRAME = /^def payment_link\(/m;
-
-/** Whether a server.py text has the advanced track's frame. */
-export function hasAdvancedFrame(text: string): boolean {
-  return ADVANCED_FRAME.test(text);
+/** Whether a file's text has `frame` already (the advanced track's: payment_link, which only its frame defines). */
+export function hasFrame(text: string, frame: TrackFrame): boolean {
+  return frame.current.test(text);
 }
 
 /** The learner's section of a server.py text (between the markers, without them), or undefined when a marker is missing or they are out of order. */
@@ -44,7 +42,7 @@ export function withSection(frame: string, section: string): string {
 
 /** What upgradeFrame did. */
 export type FrameUpgrade =
-  /** server.py already has the advanced frame, or there is none (another server command): nothing to do. */
+  /** The file already has the frame, or there is none (another server command): nothing to do. */
   | { kind: 'current' }
   /** The bundled frame now surrounds the learner's section; the old file is in `backup` (relative to the workspace). */
   | { kind: 'upgraded'; backup: string }
@@ -52,21 +50,30 @@ export type FrameUpgrade =
   | { kind: 'no-markers' };
 
 /**
- * Gives the workspace's server.py the bundled frame, keeping the learner's handle_pay
- * section as it is, after copying the old file into a backup (`.idem-lab/backup/<time>/`).
+ * Gives the workspace's file of `frame` (server.py) the bundled frame, keeping the
+ * learner's handle_pay section as it is, after copying the old file into a backup
+ * (`.idem-lab/backup/<time>/`).
  * @throws SetupError when the backup or the new file cannot be written
  */
-export function upgradeFrame(workspace: string): FrameUpgrade {
-  const file = path.join(workspace, 'server.py');
+export function upgradeFrame(workspace: string, frame: TrackFrame): FrameUpgrade {
+  const file = path.join(workspace, frame.name);
   if (!fs.existsSync(file)) return { kind: 'current' };
   const text = fs.readFileSync(file, 'utf8');
-  if (hasAdvancedFrame(text)) return { kind: 'current' };
+  if (hasFrame(text, frame)) return { kind: 'current' };
   const section = handlePaySection(text);
   if (section === undefined) return { kind: 'no-markers' };
-  const backup = backUp(workspace, ['server.py']);
-  writeFileAtomic(file, withSection(fs.readFileSync(path.join(LAB_DIR, 'server.py'), 'utf8'), section));
-  const bundled = path.join(LAB_DIR, 'server.py');
+  const backup = backUp(workspace, [frame.name]);
+  const bundled = path.resolve(LAB_DIR, frame.source);
+  writeFileAtomic(file, withSection(fs.readFileSync(bundled, 'utf8'), section));
   // A section still as shipped makes the file the bundled one: the workspace then counts it as laid, not as the learner's.
-  if (sha256(file) === sha256(bundled)) updateState(workspace, (s) => void (s.laid = { ...(s.laid ?? {}), 'server.py': sha256(file) }));
+  if (sha256(file) === sha256(bundled)) updateState(workspace, (s) => void (s.laid = { ...(s.laid ?? {}), [frame.name]: sha256(file) }));
   return { kind: 'upgraded', backup: path.relative(workspace, backup ?? workspace) };
+}
+
+/**
+ * Renews the frames `track` and the tracks it builds on need (see upgradeFrame), the
+ * first track's first; one result per frame, none for a track without one.
+ */
+export function upgradeFrames(workspace: string, track: Track): FrameUpgrade[] {
+  return lineage(track).flatMap((t) => (t.frame ? [upgradeFrame(workspace, t.frame)] : []));
 }

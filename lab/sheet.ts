@@ -3,29 +3,31 @@ import path from 'node:path';
 import { language, type Lang } from '../i18n/index.js';
 import { LAB_DIR } from './paths.js';
 import { readState } from './workspace.js';
+import type { Track } from '../grader/track.js';
+import { DEFAULT_TRACK, TRACKS } from '../steps/index.js';
 
-/** The sheets of the lab: the basic track's (LAB.md) and the advanced track's (ADVANCED.md), by the name they have in lab/ and in a workspace. */
-const SHEETS = [
-  { bundled: 'LAB', laid: 'LAB.md' },
-  { bundled: 'ADVANCED', laid: 'ADVANCED.md' },
-] as const;
-
-/** The bundled lab sheet in a language (the basic track's; `ADVANCED` for the advanced track's). */
-export function bundledSheet(lang: Lang, name: 'LAB' | 'ADVANCED' = 'LAB'): string {
-  return fs.readFileSync(path.join(LAB_DIR, `${name}.${lang}.md`), 'utf8');
+/**
+ * A track's bundled sheet in a language (default: the first track's, LAB.md's).
+ * @throws Error when the track has no sheet, or its file is missing
+ */
+export function bundledSheet(lang: Lang, track: Track = DEFAULT_TRACK): string {
+  if (!track.sheet) throw new Error(`track ${track.id} has no sheet`);
+  return fs.readFileSync(path.resolve(LAB_DIR, track.sheet.source(lang)), 'utf8');
 }
 
 /**
- * Every step's text in the current language (see i18n): the basic track's sheet, then the
- * advanced track's, each the workspace's own (LAB.md, ADVANCED.md) when it is there in that
- * language, else the bundled one. A step's section is found in it by sheetSection.
+ * Every step's text in the current language (see i18n): the sheet of each of `tracks`
+ * (default: every track, steps/index.ts TRACKS) in order, each the workspace's own
+ * (LAB.md, ADVANCED.md) when it is there in that language, else the bundled one. A step's
+ * section is found in it by sheetSection.
  */
-export function readSheet(workspace?: string): string {
+export function readSheet(workspace?: string, tracks: readonly Track[] = TRACKS): string {
   const laidIn = workspace ? (readState(workspace).lang ?? 'en') : undefined;
-  return SHEETS.map(({ bundled, laid }) => {
-    const own = workspace ? path.join(workspace, laid) : undefined;
-    if (own && fs.existsSync(own) && laidIn === language()) return fs.readFileSync(own, 'utf8');
-    return bundledSheet(language(), bundled);
+  return tracks.flatMap((track) => {
+    if (!track.sheet) return [];
+    const own = workspace ? path.join(workspace, track.sheet.name) : undefined;
+    if (own && fs.existsSync(own) && laidIn === language()) return [fs.readFileSync(own, 'utf8')];
+    return [bundledSheet(language(), track)];
   }).join('\n\n');
 }
 

@@ -9,33 +9,30 @@ import { isToolFolder, LAB_DIR } from './paths.js';
 import { isSameProcess, processIdentity } from './procs.js';
 import { copyFileAtomic, makeDir, rethrowFileProblem, writeFileAtomic } from './safe-fs.js';
 import { CATALOGS, jsonErrorWhere, t, type Lang } from '../i18n/index.js';
+import type { Track } from '../grader/track.js';
+import { DEFAULT_TRACK, trackById } from '../steps/index.js';
 
-/** The tracks a workspace can follow: the lab sheet's eight steps, and the essay's second half (ADVANCED.md). */
-export const TRACK_IDS = ['basic', 'advanced'] as const;
-
-/** One of TRACK_IDS. */
-export type TrackId = (typeof TRACK_IDS)[number];
-
-/** Whether `value` names a track a workspace can follow. */
-export function isTrackId(value: unknown): value is TrackId {
-  return typeof value === 'string' && (TRACK_IDS as readonly string[]).includes(value);
+/**
+ * A track and the tracks it builds on, the first one first: `advanced` gives
+ * [basic, advanced]. What a workspace on a track gets is what each of them lays.
+ */
+export function lineage(track: Track): Track[] {
+  const chain: Track[] = [];
+  for (let t: Track | undefined = track; t && !chain.includes(t); t = t.buildsOn) chain.unshift(t);
+  return chain;
 }
 
 /**
- * Files `idem-lab start` copies into a workspace: [name in lab/, name in the workspace,
- * executable]; LAB.md is the lab sheet in the given language, and on the advanced track
- * ADVANCED.md its sheet (the basic track's files stay: the advanced track builds on them).
+ * Files `idem-lab start` copies into a workspace following `track`: [bundled file (an
+ * absolute path, or relative to lab/), name in the workspace, executable]. Each track of
+ * its lineage lays its files, then its sheet in `lang` (the basic track: server.py, the
+ * scripts, LAB.md; the advanced track adds ADVANCED.md, and the basic track's files stay).
  */
-export function labFiles(lang: Lang = 'en', track: TrackId = 'basic'): ReadonlyArray<readonly [string, string, boolean]> {
-  const files: Array<readonly [string, string, boolean]> = [
-    ['server.py', 'server.py', false],
-    ['probe.sh', 'probe.sh', true],
-    ['ledger.sh', 'ledger.sh', true],
-    ['statement.sh', 'statement.sh', true],
-    [`LAB.${lang}.md`, 'LAB.md', false],
-  ];
-  if (track === 'advanced') files.push([`ADVANCED.${lang}.md`, 'ADVANCED.md', false]);
-  return files;
+export function labFiles(lang: Lang = 'en', track: Track = DEFAULT_TRACK): ReadonlyArray<readonly [string, string, boolean]> {
+  return lineage(track).flatMap((t) => [
+    ...(t.files ?? []).map((f) => [f.source, f.name, f.executable ?? false] as const),
+    ...(t.sheet ? [[t.sheet.source(lang), t.sheet.name, false] as const] : []),
+  ]);
 }
 
 /** The runner's folder inside a workspace. */
@@ -68,7 +65,7 @@ export interface WorkspaceState {
   startedAt?: string;
   /** How many hints of each step were shown, by step id. */
   hintsShown?: Record<string, number>;
-  /** The track the learner follows (TRACK_IDS), chosen by `start --track` or `idem-lab track`; basic when absent. */
+  /** The id of the track the learner follows (one of steps/index.ts TRACKS), chosen by `start --track` or `idem-lab track`; basic when absent. */
   track?: string;
   /** Names of the backup folders `idem-lab restore` made of the files it replaced: a plain `restore` passes over them, so running it twice puts back the same backup, never undoing itself. */
   restoreBackups?: string[];
@@ -96,7 +93,7 @@ function stateProblem(state: unknown): string | undefined {
   if (state.cwd !== undefined && typeof state.cwd !== 'string') return wrong('cwd');
   if (state.port !== undefined && !isWhole(state.port, 1, 65535)) return wrong('port');
   if (state.lang !== undefined && typeof state.lang !== 'string') return wrong('lang');
-  if (state.track !== undefined && !isTrackId(state.track)) return wrong('track');
+  if (state.track !== undefined && !(typeof state.track === 'string' && trackById(state.track))) return wrong('track');
   if (state.laid !== undefined && !(isRecord(state.laid) && Object.values(state.laid).every((v) => typeof v === 'string'))) return wrong('laid');
   if (state.restoreBackups !== undefined && !(Array.isArray(state.restoreBackups) && state.restoreBackups.every((v) => typeof v === 'string'))) return wrong('restoreBackups');
   if (state.hintsShown !== undefined && !(isRecord(state.hintsShown) && Object.values(state.hintsShown).every((v) => isWhole(v, 0)))) return wrong('hintsShown');
@@ -352,11 +349,12 @@ export function backupFiles(backup: string): string[] {
 /**
  * Copies the lab's files into `dir` (created if missing). A file the learner changed
  * since it was laid, or that was there before, is kept unless `force`, and then copied
- * into a backup folder first (report.backup); one still as laid is refreshed. LAB.md is the sheet in `lang`, so a sheet still as laid follows a change of language.
- * On the advanced track ADVANCED.md is laid too (see labFiles).
+ * into a backup folder first (report.backup); one still as laid is refreshed. The files are
+ * those of `track` and the tracks it builds on (see labFiles); a sheet is laid in `lang`, so a
+ * sheet still as laid follows a change of language.
  * @throws SetupError when `dir` exists and is not a folder
  */
-export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en', track: TrackId = 'basic'): LayReport {
+export function layWorkspace(dir: string, force: boolean, lang: Lang = 'en', track: Track = DEFAULT_TRACK): LayReport {
   if (fs.existsSync(dir) && !fs.statSync(dir).isDirectory()) throw new SetupError(t('cli.notFolder', { dir }));
   const undoDir = makeDir(dir);
   try {
@@ -390,14 +388,14 @@ function writeScriptWords(dir: string, lang: Lang): void {
   writeFileAtomic(path.join(dir, SCRIPT_WORDS), `${JSON.stringify(words, null, 2)}\n`);
 }
 
-function layUnderLock(dir: string, force: boolean, lang: Lang, track: TrackId): LayReport {
+function layUnderLock(dir: string, force: boolean, lang: Lang, track: Track): LayReport {
   writeScriptWords(dir, lang);
   const state = readState(dir);
   const laid = { ...(state.laid ?? {}) };
   const report: LayReport = { written: [], kept: [] };
   for (const [source, target, executable] of labFiles(lang, track)) {
     const dest = path.join(dir, target);
-    const source_ = path.join(LAB_DIR, source);
+    const source_ = path.resolve(LAB_DIR, source);
     if (fs.existsSync(dest) && sha256(dest) === sha256(source_)) {
       laid[target] = sha256(dest); // already as shipped: nothing to lay
       continue;

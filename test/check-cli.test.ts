@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Ajv } from 'ajv';
 import { XMLValidator } from 'fast-xml-parser';
-import { fixtureWorkspace, runCli, serversUnder, tempDir } from './support.js';
+import { fixtureWorkspace, runCli, runMain, serversUnder, tempDir } from './support.js';
 import { RESULTS_SCHEMA, misbehavingWorkspace } from './ci-support.js';
 
 const validResults = new Ajv({ allErrors: true }).compile(RESULTS_SCHEMA);
@@ -143,7 +143,7 @@ test('a server that cannot start: results.json says error, as Classroom and the 
 
 test('usage errors exit 2 before grading', async () => {
   for (const args of [['--reporter', 'xml'], ['--reporter', 'json,junit'], ['--output', 'x.json'], ['--reporter', 'github=x']]) {
-    const run = await runCli(['check', ...args]);
+    const run = await runMain(['check', ...args]);
     assert.equal(run.exitCode, 2, args.join(' '));
     assert.match(run.stderr, /^idem-lab: /);
   }

@@ -1,5 +1,8 @@
 /**
  * The command line as a user runs it: a real process, real files, a real detached server.
+ * What asserts only the output and the exit code runs in this process (bin/cli.ts main,
+ * through runMain); exit codes through a real process, the environment and detached servers
+ * keep a process of their own (runCli).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -8,19 +11,22 @@ import assert from 'node:assert/strict';
 import { execa } from 'execa';
 import { freePort } from '../grader/server.js';
 import { readState } from '../lab/workspace.js';
-import { fixtureWorkspace, runCli, serversUnder, tempDir, stopRecorded } from './support.js';
+import { fixtureWorkspace, runCli, runMain, serversUnder, tempDir, stopRecorded } from './support.js';
+import { main } from '../bin/cli.js';
+import { captureOutput } from '../bin/output.js';
+import { language, setLanguage } from '../i18n/index.js';
 
 
 test('--help lists every command and exits 0; an unknown command exits 2', async () => {
-  const help = await runCli(['--help']);
+  const help = await runMain(['--help']);
   assert.equal(help.exitCode, 0);
   for (const command of ['start', 'stop', 'restart', 'status', 'probe', 'ledger', 'show', 'hint', 'check', 'chaos']) {
     assert.match(help.stdout, new RegExp(`^  ${command}\\b`, 'm'));
   }
-  const checkHelp = await runCli(['check', '--help']);
+  const checkHelp = await runMain(['check', '--help']);
   assert.equal(checkHelp.exitCode, 0);
   assert.match(checkHelp.stdout, /Usage: idem-lab check/);
-  const unknown = await runCli(['frobnicate']);
+  const unknown = await runMain(['frobnicate']);
   assert.equal(unknown.exitCode, 2);
   assert.match(unknown.stderr, /unknown command 'frobnicate'/);
 });
@@ -28,10 +34,10 @@ test('--help lists every command and exits 0; an unknown command exits 2', async
 test('check refuses a folder without server.py, a missing folder and an unknown step with exit 2', async () => {
   const empty = tempDir();
   try {
-    const noServer = await runCli(['check', '--dir', empty.dir]);
+    const noServer = await runMain(['check', '--dir', empty.dir]);
     assert.equal(noServer.exitCode, 2);
     assert.match(noServer.stderr, /there is no server\.py/);
-    const missing = await runCli(['check', '--dir', path.join(empty.dir, 'nope')]);
+    const missing = await runMain(['check', '--dir', path.join(empty.dir, 'nope')]);
     assert.equal(missing.exitCode, 2);
     assert.match(missing.stderr, /the folder does not exist/);
   } finally {
@@ -39,7 +45,7 @@ test('check refuses a folder without server.py, a missing folder and an unknown 
   }
   const ws = fixtureWorkspace('reference');
   try {
-    const unknown = await runCli(['check', '99', '--dir', ws.dir]);
+    const unknown = await runMain(['check', '99', '--dir', ws.dir]);
     assert.equal(unknown.exitCode, 2);
     assert.match(unknown.stderr, /unknown step "99"; the steps are 01 \(duplicate\), 02 \(replay\).*, 09 \(replayed\)/);
     const badLimit = await runCli(['check', '02', '--dir', ws.dir], { env: { IDEM_LAB_REQUEST_TIMEOUT_MS: 'soon' } });
@@ -193,25 +199,55 @@ test('stop says so when the server had died; start keeps a changed file unless -
 test('show prints one step of the lab sheet; hint gives one more hint each time', async () => {
   const tmp = tempDir();
   try {
-    const show = await runCli(['show', 'nokey'], { cwd: tmp.dir });
+    const show = await runMain(['show', 'nokey', '--dir', tmp.dir]);
     assert.equal(show.exitCode, 0);
     assert.match(show.stdout, /^## 03 · Refuse a request without a key/);
     assert.doesNotMatch(show.stdout, /^## 04/m);
-    const unknown = await runCli(['show', '42'], { cwd: tmp.dir });
+    const unknown = await runMain(['show', '42', '--dir', tmp.dir]);
     assert.equal(unknown.exitCode, 2);
     assert.match(unknown.stderr, /unknown step "42"/);
-    const first = await runCli(['hint', '03'], { cwd: tmp.dir });
+    const first = await runMain(['hint', '03', '--dir', tmp.dir]);
     assert.match(first.stdout, /^Hint 1 of 3 for 03 nokey: /);
     assert.doesNotMatch(first.stdout, /Hint 2 of 3/);
-    const second = await runCli(['hint', '03'], { cwd: tmp.dir });
+    const second = await runMain(['hint', '03', '--dir', tmp.dir]);
     assert.match(second.stdout, /Hint 2 of 3 for 03 nokey: /);
-    const third = await runCli(['hint', '03'], { cwd: tmp.dir });
+    const third = await runMain(['hint', '03', '--dir', tmp.dir]);
     assert.match(third.stdout, /That was the last hint for 03/);
-    const past = await runCli(['hint', '03'], { cwd: tmp.dir });
+    const past = await runMain(['hint', '03', '--dir', tmp.dir]);
     assert.match(past.stdout, /Hint 3 of 3 for 03 nokey: /);
     assert.match(past.stdout, /No more hints for 03: those are all 3\. .*--reset starts again/, 'past the last hint, it says there are no more');
     assert.doesNotMatch(past.stdout, /That was the last hint/);
   } finally {
+    tmp.remove();
+  }
+});
+
+test('main runs twice in one process with nothing carried over: language, colour and options are each call\'s own', async () => {
+  const tmp = tempDir();
+  const before = language();
+  try {
+    setLanguage('zh');
+    const korean = captureOutput({ colour: true });
+    assert.equal(await main(['--lang', 'ko', 'show', '03', '--dir', tmp.dir], korean, { LANG: 'C.UTF-8' }), 0);
+    assert.match(korean.stdout(), /^## 03 · /m);
+    assert.doesNotMatch(korean.stdout(), /Refuse a request without a key/, 'the Korean sheet');
+    assert.equal(language(), 'zh', 'the language is put back as it was');
+    const english = await runMain(['show', '03', '--dir', tmp.dir]);
+    assert.match(english.stdout, /^## 03 · Refuse a request without a key/, 'the next call chooses its own language');
+    assert.doesNotMatch(english.stdout + english.stderr, /\x1b\[/, 'nor does it keep the colour of the one before');
+    // --reset applies to its own call only: the next hint counts on from it.
+    assert.match((await runMain(['hint', '03', '--dir', tmp.dir])).stdout, /^Hint 1 of 3 for 03/m);
+    assert.match((await runMain(['hint', '03', '--dir', tmp.dir])).stdout, /Hint 2 of 3 for 03/);
+    const reset = await runMain(['hint', '03', '--reset', '--dir', tmp.dir]);
+    assert.doesNotMatch(reset.stdout, /Hint 2 of 3/);
+    assert.match((await runMain(['hint', '03', '--dir', tmp.dir])).stdout, /Hint 2 of 3 for 03/);
+    // A usage error is returned, never an exit: the process goes on.
+    const unknown = await runMain(['--lang', 'xx', 'status']);
+    assert.equal(unknown.exitCode, 2);
+    assert.match(unknown.stderr, /^idem-lab: The lab is not written in "xx"/);
+    assert.equal((await runMain(['--version'])).stdout, '0.1.0\n');
+  } finally {
+    setLanguage(before);
     tmp.remove();
   }
 });

@@ -9,6 +9,8 @@ import { execa } from 'execa';
 import { buildWorkspace } from '../fixtures/build.js';
 import { PACKAGE_ROOT } from '../lab/paths.js';
 import { readState } from '../lab/workspace.js';
+import { main } from '../bin/cli.js';
+import { captureOutput } from '../bin/output.js';
 
 /** The compiled CLI entry. */
 export const CLI = path.join(PACKAGE_ROOT, 'dist', 'bin', 'idem-lab.js');
@@ -59,6 +61,18 @@ export async function runCli(args: string[], options: { cwd?: string; env?: Reco
     stdin: 'ignore',
   });
   return { exitCode: result.exitCode ?? -1, stdout: String(result.stdout), stderr: String(result.stderr) };
+}
+
+/**
+ * Runs `idem-lab ARGS` in this process (bin/cli.ts main) with a captured, colourless output
+ * and the C locale, as runCli runs it in a process: for tests that assert only the output
+ * and the exit code. There is no cwd: name the workspace with --dir. Exit codes through a
+ * real process, pipes, detached servers and the first hour stay with runCli.
+ */
+export async function runMain(args: string[]): Promise<CliRun> {
+  const out = captureOutput({ colour: false });
+  const exitCode = await main(args, out, { LANG: 'C.UTF-8' });
+  return { exitCode, stdout: out.stdout(), stderr: out.stderr() };
 }
 
 /**

@@ -11,8 +11,21 @@ import { selectSteps as select, type Step, type Track } from '../../grader/track
 /** Every step of the basic track (the lab sheet's eight), in order. */
 export const STEPS: readonly Step[] = [duplicate, replay, nokey, conflict, race, persist, retry, notes];
 
-/** The basic track: the lab sheet's eight steps. */
-export const BASIC: Track = { id: 'basic', steps: STEPS };
+/**
+ * The basic track: the lab sheet's eight steps. A workspace gets the starter server, the
+ * scripts the sheet runs and the sheet (LAB.md), from lab/.
+ */
+export const BASIC: Track = {
+  id: 'basic',
+  steps: STEPS,
+  files: [
+    { source: 'server.py', name: 'server.py' },
+    { source: 'probe.sh', name: 'probe.sh', executable: true },
+    { source: 'ledger.sh', name: 'ledger.sh', executable: true },
+    { source: 'statement.sh', name: 'statement.sh', executable: true },
+  ],
+  sheet: { source: (lang) => `LAB.${lang}.md`, name: 'LAB.md' },
+};
 
 /**
  * Finds basic steps by id ('3', '03') or slug ('nokey'); all steps for an empty list (see grader/track.ts).
