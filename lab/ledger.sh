@@ -16,8 +16,12 @@ path = os.environ.get("IDEM_DB", "lab.db")
 if not os.path.exists(path):
     print(NONE.replace("{db}", path))
     sys.exit(1)
-conn = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=5)
 try:
+    # Read-write, then read-only by pragma: a server killed mid-transaction (kill -9)
+    # leaves a hot journal that the next connection must roll back, which a mode=ro
+    # connection cannot ("attempt to write a readonly database").
+    conn = sqlite3.connect(path, timeout=5)
+    conn.execute("PRAGMA query_only = ON")
     rows = conn.execute(
         "SELECT payment_id, idempotency_key, user, amount, created_at FROM ledger ORDER BY payment_id"
     ).fetchall()

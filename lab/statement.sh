@@ -42,8 +42,12 @@ with open(log, encoding="utf-8", errors="replace") as f:
             charges.append(c)
 rows = []
 if os.path.exists(db):
-    conn = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=5)
     try:
+        # Read-write, then read-only by pragma: a server killed mid-transaction (kill -9)
+        # leaves a hot journal that the next connection must roll back, which a
+        # mode=ro connection cannot ("attempt to write a readonly database").
+        conn = sqlite3.connect(db, timeout=5)
+        conn.execute("PRAGMA query_only = ON")
         rows = conn.execute("SELECT payment_id, user, amount FROM ledger ORDER BY payment_id").fetchall()
     except sqlite3.Error as e:
         # No ledger table yet: nothing was charged. Anything else is a damaged file, said as such.

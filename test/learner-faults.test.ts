@@ -94,6 +94,44 @@ test('a damaged lab.db: ledger, statement, ./ledger.sh and ./statement.sh say it
   }
 });
 
+test('a server killed mid-transaction (the hot journal of step 12\'s kill -9): ledger, statement and both scripts still read the ledger', async () => {
+  const ws = tempDir('idem-lab-hot-journal-');
+  try {
+    buildWorkspace(ws.dir, 'reference');
+    const port = await freePort();
+    const laid = await runCli(['start', '--dir', ws.dir, '--port', String(port)]);
+    assert.equal(laid.exitCode, 0, laid.stderr);
+    const paid = await execa('./probe.sh', ['k-hot'], { cwd: ws.dir, reject: false, env: { PORT: String(port) } });
+    assert.match(paid.stdout, /^HTTP\S* 201/m, paid.stdout + paid.stderr);
+    stopRecorded(ws.dir);
+    // A writer in the rollback-journal mode, killed inside its transaction after its
+    // changes spilled into lab.db: the journal it leaves is hot, and only a connection
+    // that may write can roll it back.
+    const killed = await execa('python3', ['-c', [
+      'import os, signal, sqlite3',
+      'c = sqlite3.connect("lab.db", isolation_level=None)',
+      'c.execute("PRAGMA journal_mode=DELETE"); c.execute("PRAGMA cache_size=2")',
+      'c.execute("BEGIN IMMEDIATE"); c.execute("CREATE TABLE pad(x)")',
+      'c.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300) INSERT INTO pad SELECT randomblob(4000) FROM n")',
+      'os.kill(os.getpid(), signal.SIGKILL)',
+    ].join('\n')], { cwd: ws.dir, reject: false });
+    assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+    assert.ok(fs.existsSync(path.join(ws.dir, 'lab.db-journal')), 'the killed writer left its journal');
+    for (const script of ['./ledger.sh', './statement.sh']) {
+      const run = await execa(script, [], { cwd: ws.dir, reject: false, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, extendEnv: false });
+      assert.equal(run.exitCode, 0, `${script}: ${run.stdout}${run.stderr}`);
+      assert.match(run.stdout, /k-hot|payment 1/, `${script} shows the payment: ${run.stdout}`);
+    }
+    for (const command of ['ledger', 'statement']) {
+      const run = await runCli([command, '--dir', ws.dir]);
+      assert.equal(run.exitCode, 0, `${command}: ${run.stdout}${run.stderr}`);
+    }
+  } finally {
+    stopRecorded(ws.dir);
+    ws.remove();
+  }
+});
+
 test('kill -9 of check --sandbox off: its servers die with it (parent-death signal), not at the next sweep', async () => {
   const ws = tempDir('idem-lab-orphan-ws-');
   const tmp = tempDir('idem-lab-orphan-tmp-');
