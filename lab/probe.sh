@@ -65,6 +65,13 @@ replayed = res.getheader("Idempotency-Replayed")
 if replayed is not None:
     print("Idempotency-Replayed: " + replayed)
 text = res.read().decode("utf-8", "replace")
+if "\\u" in text:
+    # A JSON body whose letters were escaped (Python's json.dumps does so by default):
+    # shown with its letters, so an error written in Korean or Chinese reads as written.
+    try:
+        text = json.dumps(json.loads(text), ensure_ascii=False)
+    except ValueError:
+        pass
 if text:
     print(text)
 PY
