@@ -6,7 +6,7 @@ import { LOCK_HOLD_MS } from '../../grader/race.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
-import type { Exchange } from '../../grader/types.js';
+import type { Exchange, LedgerRow } from '../../grader/types.js';
 import type { Step } from '../../grader/track.js';
 
 /** A payment request of one user under one key. */
@@ -88,6 +88,9 @@ class Owners {
   /** The first answer of each (user, key), by `user\0key`. */
   readonly firsts = new Map<string, Exchange>();
 
+  /** @param ledger reads the ledger's rows now (a failure shows the row of the payment answered to the wrong user) */
+  constructor(private readonly ledger: () => LedgerRow[]) {}
+
   /**
    * Requires `exchange` to be the sending user's own payment: 201, the user and amount as
    * sent, and a payment_id no other (user, key) was given.
@@ -105,7 +108,7 @@ class Owners {
       throw new CheckFailed(
         t('step.10.gotOthers', { user: JSON.stringify(sent.body.user), owner: JSON.stringify(owner), id: String(answer.payment_id) }),
         t('step.10.gotOthers.why'),
-        { exchanges: earlier && !mine ? [earlier.exchange, exchange] : [exchange] },
+        { exchanges: earlier && !mine ? [earlier.exchange, exchange] : [exchange], ledger: this.rowsOf(answer.payment_id) },
       );
     }
     const payment = paymentOf(exchange);
@@ -114,6 +117,15 @@ class Owners {
       this.firsts.set(`${sent.body.user}\0${sent.key}`, exchange);
     }
     return payment;
+  }
+
+  /** The ledger rows of payment `id`, or none when the ledger cannot be read (the failure then shows the exchanges only). */
+  private rowsOf(id: unknown): LedgerRow[] {
+    try {
+      return this.ledger().filter((r) => r.payment_id === id);
+    } catch {
+      return [];
+    }
   }
 
   /** The first answer to this user's payment under this key. */
@@ -233,7 +245,7 @@ export const step: Step = {
   },
   async live(ctx: LiveContext) {
     const server = await ctx.startServer({ priority: 600 });
-    const owners = new Owners();
+    const owners = new Owners(() => ctx.ledger(server));
     const key = ctx.freshKey();
     const amount = ctx.data.amount();
     const first: Sent = { key, body: { user: ctx.data.user(), amount } };
