@@ -47,6 +47,7 @@ export const en = {
   'step.15.slideUntold': 'The machine was too slow to judge: the payment after the window was answered {ms} ms after the last replay of its body was sent, so a window renewed by every replay could not be told from one of {window} s counted from the first request.',
   'step.15.sentLate': 'The machine was too slow to judge: a request meant to fall inside the window of {window} s was answered {ms} ms after the first was sent, so it may have come past it.',
   'step.15.tooSlow': 'The machine was too slow to judge: a request meant to fall inside the window of {window} s was charged {ms} ms after the first.',
+  'step.15.bucket': 'Keyless body {n} of {count}, sent again {ms} ms after its first request, got its first response back; this body, sent again as soon, paid anew. A window that begins at a tick of the clock (a time bucket) instead of at each body\'s first request parts the pairs that straddle its edge.',
   'step.15.pass': 'Keyless requests were deduplicated within the window of {window} s ({size} at once charged once), by user and body, apart from client keys; after the window the same body paid anew.',
 } as const;
 
@@ -99,6 +100,7 @@ export const ko: Record<keyof typeof en, string> = {
   'step.15.slideUntold': '기계가 너무 느려 판단할 수 없었습니다. 창이 지난 뒤의 결제가 같은 본문의 마지막 재생 요청을 보낸 지 {ms}ms 뒤에 응답되어, 재생할 때마다 늘어나는 창과 첫 요청부터 세는 {window}초 창을 구별할 수 없었습니다.',
   'step.15.sentLate': '기계가 너무 느려 판단할 수 없었습니다. {window}초 창 안에 들어가야 할 요청이 첫 요청을 보낸 지 {ms}ms 뒤에 응답되어, 창이 끝난 뒤에 처리되었을 수 있습니다.',
   'step.15.tooSlow': '기계가 너무 느려 판단할 수 없었습니다. {window}초 창 안에 들어가야 할 요청이 첫 결제보다 {ms}ms 늦게 결제됐습니다.',
+  'step.15.bucket': '키 없는 본문 {count}개 중 {n}번째는 첫 요청 {ms}ms 뒤에 다시 보냈을 때 첫 응답을 돌려받았는데, 이 본문은 그만큼 빨리 다시 보냈는데도 새로 결제됐습니다. 창이 본문마다 첫 요청에서 시작하지 않고 시계의 눈금(시간 구간)에서 시작하면, 그 경계에 걸친 요청 쌍은 갈라집니다.',
   'step.15.pass': '키 없는 요청이 {window}초 창 안에서 사용자와 본문으로, 클라이언트 키와 섞이지 않고 중복 제거됐습니다(동시에 {size}개를 보내도 결제는 한 번). 창이 지난 뒤 같은 본문은 새로 결제됐습니다.',
 };
 
@@ -151,5 +153,6 @@ export const zh: Record<keyof typeof en, string> = {
   'step.15.slideUntold': '机器太慢，无法判断：窗口之后的支付在同一请求体最后一次重放请求发出 {ms} 毫秒之后才得到响应，因此无法区分随每次重放而延长的窗口和从第一次请求算起的 {window} 秒窗口。',
   'step.15.sentLate': '机器太慢，无法判断：本应落在 {window} 秒窗口内的请求在第一次请求发出 {ms} 毫秒之后才得到响应，可能已在窗口之后处理。',
   'step.15.tooSlow': '机器太慢，无法判断：本应落在 {window} 秒窗口内的请求在第一次扣款 {ms} 毫秒之后才扣款。',
+  'step.15.bucket': '{count} 个无键请求体中的第 {n} 个在第一次请求 {ms} 毫秒后再次发送，拿回了第一次的响应；这个请求体同样很快再次发送，却重新支付了。窗口若从时钟的刻度（时间分桶）开始，而不是从每个请求体的第一次请求开始，跨过分桶边界的请求对就会被拆开。',
   'step.15.pass': '无键请求在 {window} 秒窗口内按用户和请求体去重，且与客户端键互不相混（同时发送 {size} 个也只扣款一次）；窗口过后同样的请求体重新支付。',
 };

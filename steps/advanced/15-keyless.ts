@@ -457,9 +457,23 @@ export const step: Step = {
           const err = await judged;
           if (err !== undefined) throw err;
         };
-        await given(pairVerdicts[0]);
+        // A pair whose body paid anew while another pair, sent again as soon, got its first
+        // response back: said as what a window tied to the clock does, beside the replay
+        // that did not happen.
+        const idOf = (e: Exchange): unknown => (responseJson(e) as { payment_id?: unknown } | undefined)?.payment_id;
+        const givenPair = async (i: number): Promise<void> => {
+          const err = await pairVerdicts[i];
+          if (err === undefined) return;
+          const [{ exchange: firstOf }, { exchange: retry }] = await Promise.all([pairs[i].first, pairs[i].retry]);
+          const replayed = (await Promise.all(pairVerdicts)).findIndex((v) => v === undefined);
+          if (!(err instanceof CheckFailed) || retry.status !== 201 || idOf(retry) === idOf(firstOf) || replayed < 0) throw err;
+          const [{ sent }, { sent: resent }] = await Promise.all([pairs[replayed].first, pairs[replayed].retry]);
+          const note = t('step.15.bucket', { n: replayed + 1, count: SPREAD_BODIES, ms: Math.round(resent - sent) });
+          throw new CheckFailed(err.message, err.why, { ...err.evidence, details: [...(err.evidence.details ?? []), note] });
+        };
+        await givenPair(0);
         const ours = await apart;
-        for (let i = 1; i < SPREAD_BODIES; i++) await given(pairVerdicts[i]);
+        for (let i = 1; i < SPREAD_BODIES; i++) await givenPair(i);
         await given(verdictOnB);
         // The variant users apartChecks left for after the window: new payments of their own.
         for (const variant of variants) {

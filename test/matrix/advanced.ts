@@ -56,7 +56,7 @@ export function advancedMatrix(shard: Shard): void {
       for (const result of results) {
         const pattern = row[result.id];
         if (!pattern) continue;
-        assert.match(result.message, new RegExp(pattern), `step ${result.id} fails for the right reason`);
+        assert.match([result.message, ...result.details].join('\n'), new RegExp(pattern), `step ${result.id} fails for the right reason`);
         assert.ok(result.why, `step ${result.id} says why it matters`);
         assert.ok(result.exchanges.length > 0 || result.details.length > 0, `step ${result.id} shows what was sent and what came back`);
       }
