@@ -12,7 +12,7 @@ import { en } from '../i18n/en.js';
 import { LAB_DIR } from '../lab/paths.js';
 import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
 import { CheckFailed } from '../grader/failure.js';
-import { fixtureWorkspace, runCli, tempDir } from './support.js';
+import { fixtureWorkspace, runCli, stopRecorded, tempDir } from './support.js';
 import { readState } from '../lab/workspace.js';
 
 test('every catalog has every English key, no other key, a non-empty text and the same placeholders', () => {
@@ -170,14 +170,7 @@ test('LANG=zh_CN.UTF-8 prints Chinese; a workspace started in Korean stays Korea
     assert.match(fr.stderr, /"fr" 언어로 된 실습은 없습니다\. en, ko, zh 중에서 고르세요/);
     assert.equal(fr.stdout, '', 'nothing runs in a language not asked for');
   } finally {
-    const { pid } = readState(tmp.dir);
-    if (pid) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
+    stopRecorded(tmp.dir);
     tmp.remove();
   }
 });

@@ -13,7 +13,7 @@ import { execa } from 'execa';
 import { buildWorkspace } from '../fixtures/build.js';
 import { freePort } from '../grader/server.js';
 import { procStat } from '../grader/process.js';
-import { CLI, runCli, stopRecorded, tempDir } from './support.js';
+import { CLI, killGroupIn, runCli, stopRecorded, tempDir } from './support.js';
 
 /** Live processes whose environment has IDEM_DB under `root`. */
 function processesWithDbUnder(root: string): number[] {
@@ -55,11 +55,7 @@ test('a damaged state.json: stop still finds the proven server, stops it, and sa
       assert.match(again.stdout, /No payment server was started here/);
       assert.match(again.stderr, /state\.json is damaged/);
     } finally {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // stopped
-      }
+      killGroupIn(pid, ws.dir);
     }
   } finally {
     ws.remove();

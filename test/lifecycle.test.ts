@@ -60,7 +60,7 @@ time.sleep(60)`;
     while (!output.includes('ready')) await delay(10);
     let graceSeen: boolean | undefined;
     const stopped = await stopGroup(child.pid!, ending, { graceMs, beforeKill: (graceful) => void (graceSeen = graceful) });
-    assert.deepEqual(stopped, { graceful: false, ended: true }, `grace ${graceMs}`);
+    assert.deepEqual(stopped, { graceful: false, ended: true }, `grace ${graceMs}: output ${JSON.stringify(output)}, exit ${child.exitCode}, signal ${child.signalCode}`);
     assert.equal(graceSeen, false, 'beforeKill ran, before the SIGKILL, told it was not graceful');
     assert.equal(child.signalCode, 'SIGKILL', `grace ${graceMs}: it ended by SIGKILL`);
     await delay(20);

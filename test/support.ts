@@ -102,8 +102,18 @@ function serversIn(root: string): number[] {
 /** Stops whatever server a test's workspace recorded (`idem-lab start`), by its process group; for a test's finally. */
 export function stopRecorded(dir: string): void {
   const { pid } = readState(dir);
-  if (!pid) return;
+  if (pid) killGroupIn(pid, dir);
+}
+
+/**
+ * SIGKILLs process group `pid` only while its leader still runs in `dir` (its cwd is under
+ * it): a test's finally often meets a server that its test already stopped, and the test
+ * files run two at a time with servers that use up pids (the sandbox's pid offset), so a
+ * bare `kill(-pid)` of a recorded pid could hit a process of the other test that got it.
+ */
+export function killGroupIn(pid: number, dir: string): void {
   try {
+    if (!fs.readlinkSync(`/proc/${pid}/cwd`).startsWith(dir)) return;
     process.kill(-pid, 'SIGKILL');
   } catch {
     // already gone

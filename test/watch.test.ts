@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { Coalescer } from '../lab/coalesce.js';
 import { serverSource } from '../fixtures/build.js';
 import { readState } from '../lab/workspace.js';
-import { CLI, fixtureWorkspace, serversUnder } from './support.js';
+import { CLI, fixtureWorkspace, serversUnder, stopRecorded } from './support.js';
 import { Terminal, tmuxAvailable } from './terminal.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -143,14 +143,7 @@ test('watch restarts the learner\'s running server when server.py is saved, and 
     assert.deepEqual(serversUnder(ws.dir), [after], 'only the learner\'s own server is left, restarted');
   } finally {
     term.current?.kill();
-    const { pid } = readState(ws.dir);
-    if (pid) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // gone
-      }
-    }
+    stopRecorded(ws.dir);
     ws.remove();
   }
 });
