@@ -25,7 +25,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { grade } from '../grader/engine.js';
 import { resolveInterpreter } from '../grader/server.js';
-import { sandboxFor } from '../bin/check-command.js';
+import { sandboxFor } from '../bin/shared/check.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { MATRIX, P } from '../fixtures/matrix.js';
 import { ADVANCED_MATRIX } from '../fixtures/advanced-matrix.js';

@@ -27,7 +27,7 @@ import { exactlyOnce } from '../grader/chaos/tally.js';
 import { chartCharset, formatTally, formatWaits } from '../grader/chaos/render.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { workspaceDir } from '../lab/paths.js';
-import { sandboxFor, sandboxWarning, seedOption } from './check-command.js';
+import { sandboxFor, sandboxWarning, seedOption } from './shared/check.js';
 
 /** The options of `idem-lab chaos`, as commander gives them (text, unparsed). */
 export interface ChaosCommandOptions {

@@ -32,9 +32,9 @@ import { CONFIG_FILE, DEFAULT_POINTS, parseGradingConfig, readGradingConfig } fr
 import { listOf, t } from '../i18n/index.js';
 import { DEFAULT_TRACK, TRACKS } from '../steps/index.js';
 import type { Track } from '../grader/track.js';
-import { allSteps, configDigest, configTrack, resolveTrack } from './tracks.js';
+import { allSteps, configDigest, configTrack, resolveTrack } from './shared/tracks.js';
 import { PACKAGE_ROOT } from '../lab/paths.js';
-import { outputOf, type Output } from './output.js';
+import { outputOf, type Output } from './shared/output.js';
 
 /** Where the student workflow goes, relative to the repository root. */
 export const WORKFLOW_PATH = path.join('.github', 'workflows', 'idem-lab.yml');

@@ -12,12 +12,14 @@ import { SetupError } from '../grader/failure.js';
 import { fileProblem } from '../lab/safe-fs.js';
 import { findWorkspace, workspaceDir } from '../lab/paths.js';
 import { chooseLanguage, language, setLanguage, t } from '../i18n/index.js';
-import { processOutput, type Output } from './output.js';
+import { processOutput, type Output } from './shared/output.js';
 
 // The commands load their modules when they run, so `--help` does not pay for undici,
 // better-sqlite3, execa and marked.
 const lab = () => import('./commands.js');
-const grader = () => import('./check-command.js');
+const labServer = () => import('./shared/lab-server.js');
+const stepTexts = () => import('./shared/step-texts.js');
+const grader = () => import('./shared/check.js');
 const cohort = () => import('./grade-command.js');
 const ci = () => import('./ci.js');
 
@@ -201,10 +203,10 @@ async function runCommandLine(args: string[], out: Output, env: NodeJS.ProcessEn
     .option('--port <port>', t('help.start.port'), port)
     .option('--force', t('help.start.force'))
     .option('--track <track>', t('help.start.track'))
-    .action((opts) => run(async () => (await lab()).startCommand({ ...opts, out }))());
+    .action((opts) => run(async () => (await labServer()).startCommand({ ...opts, out }))());
 
-  program.command('stop').description(t('help.stop')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).stopCommand({ ...opts, out }))());
-  program.command('restart').description(t('help.restart')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).restartCommand({ ...opts, out }))());
+  program.command('stop').description(t('help.stop')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await labServer()).stopCommand({ ...opts, out }))());
+  program.command('restart').description(t('help.restart')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await labServer()).restartCommand({ ...opts, out }))());
   program.command('status').description(t('help.status')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statusCommand({ ...opts, out }))());
 
   program
@@ -218,14 +220,14 @@ async function runCommandLine(args: string[], out: Output, env: NodeJS.ProcessEn
 
   program.command('ledger').description(t('help.ledger')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).ledgerCommand({ ...opts, out }))());
   program.command('statement').description(t('help.statement')).option('--dir <dir>', t('help.dir')).action((opts) => run(async () => (await lab()).statementCommand({ ...opts, out }))());
-  program.command('show').description(t('help.show')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).showCommand(step, { ...opts, out }))());
+  program.command('show').description(t('help.show')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await stepTexts()).showCommand(step, { ...opts, out }))());
   program
     .command('hint')
     .description(t('help.hint'))
     .argument('[step]', t('help.step.current'))
     .option('--dir <dir>', t('help.dir'))
     .option('--reset', t('help.hint.reset'))
-    .action((step, opts) => run(async () => (await lab()).hintCommand(step, { ...opts, out }))());
+    .action((step, opts) => run(async () => (await stepTexts()).hintCommand(step, { ...opts, out }))());
 
   program.command('solution').description(t('help.solution')).argument('[step]', t('help.step.current')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).solutionCommand(step, { ...opts, out }))());
   program.command('reset').description(t('help.reset')).argument('<step>', t('help.step')).option('--dir <dir>', t('help.dir')).action((step, opts) => run(async () => (await lab()).resetCommand(step, { ...opts, out }))());

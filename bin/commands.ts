@@ -1,5 +1,7 @@
 /**
- * The learner's commands: start, stop, restart, status, probe, ledger, show, hint.
+ * The learner's commands that no other command runs: status, probe, ledger, statement,
+ * solution, reset, restore. (start, stop, restart: shared/lab-server.ts; show, hint:
+ * shared/step-texts.ts; the menu runs those too.)
  * Each prints through the Output it is given (`options.out`, see output.ts; default the
  * process's own streams) and returns the process exit code (0 done, 1 failed, 2 setup).
  */
@@ -10,184 +12,15 @@ import { readLedger } from '../grader/ledger.js';
 import { formatStatement, readStatement } from '../grader/statement.js';
 import { SetupError } from '../grader/failure.js';
 import { formatProgress } from '../grader/reporters/human.js';
-import type { ChalkInstance } from 'chalk';
-import { formatExchange, formatLedger, shellQuote } from '../grader/wire.js';
-import type { Step, Track } from '../grader/track.js';
-import { allSteps, chooseSteps, currentTrack, isFirstTrack, passedIn, resolveTrack, trackName } from './tracks.js';
-import { upgradeFrames } from '../lab/frame.js';
-import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, logTail, recordedServer, startLabServer, stopLabServer } from '../lab/runner.js';
-import { readSheet, sheetSection } from '../lab/sheet.js';
+import { formatExchange, formatLedger } from '../grader/wire.js';
+import type { Step } from '../grader/track.js';
+import { allSteps, chooseSteps, currentTrack, passedIn } from './shared/tracks.js';
+import { DEFAULT_PORT, PROVIDER_LOG, SERVER_LOG, isHealthy, recordedServer } from '../lab/runner.js';
 import fs from 'node:fs';
-import { isToolFolder, LAB_DIR, PACKAGE_ROOT, workspaceDir } from '../lab/paths.js';
-import { backUp, backupFiles, layWorkspace, listBackups, openWorkspace, readState, sha256, updateState } from '../lab/workspace.js';
-import { outputOf, processOutput, type Output } from './output.js';
-
-export { workspaceDir };
-
-/** Options every workspace command takes. */
-export interface WorkspaceOptions {
-  /** --dir: the workspace (default: the one around the current folder, see lab/paths.ts). */
-  dir?: string;
-  /** Where the command prints (default: the process's stdout and stderr). */
-  out?: Output;
-}
-
-
-/**
- * The first step of the workspace's track that does not pass yet, looking after `after`
- * first and then from the start; undefined when every step of the track passes.
- */
-export function nextStepToDo(workspace: string, after?: Step): Step | undefined {
-  const steps = readState(workspace).steps ?? {};
-  const track = currentTrack(workspace).steps;
-  const todo = (s: Step) => steps[s.id]?.status !== 'pass';
-  const from = after ? track.indexOf(after) + 1 : 0;
-  return track.slice(from).find(todo) ?? track.slice(0, from).find(todo);
-}
-
-/**
- * The step a command without a step means: `selector` when given (a step of any track),
- * else the current step (the first one of the workspace's track not passing), else the
- * track's last step when every one passes.
- * @throws SetupError for an unknown selector
- */
-export function stepOrCurrent(selector: string | undefined, workspace: string): Step {
-  const track = currentTrack(workspace);
-  if (selector !== undefined) return chooseSteps([selector], track)[0];
-  return nextStepToDo(workspace) ?? track.steps[track.steps.length - 1];
-}
-
-/** The step list of the workspace's track with each step's last verdict: `✓ 01 duplicate  Reproduce ...`, coloured by `c` (default: as stdout allows). */
-export function stepList(workspace: string | undefined, c: ChalkInstance = processOutput().c): string {
-  const steps = workspace ? (readState(workspace).steps ?? {}) : {};
-  return currentTrack(workspace).steps.map((step) => {
-    const state = steps[step.id];
-    const mark = !state ? c.dim('·') : state.status === 'pass' ? c.green('✓') : c.red('✗');
-    const file = step.file ? c.dim(`  ${step.file.name}`) : '';
-    return `  ${mark} ${step.id} ${step.slug.padEnd(9)} ${step.title}${file}`;
-  }).join('\n');
-}
-
-function printStart(outcome: Awaited<ReturnType<typeof startLabServer>>, workspace: string, out: Output): number {
-  const { c } = out;
-  switch (outcome.kind) {
-    case 'already':
-      out.log(t('cli.already', { pid: outcome.pid, port: outcome.port }));
-      return 0;
-    case 'started':
-      if (outcome.movedFrom !== undefined) out.log(c.yellow(t('cli.portMoved', { from: outcome.movedFrom, port: outcome.port })));
-      out.log(t('cli.started', { pid: outcome.pid, port: outcome.port, log: path.join(workspace, SERVER_LOG) }));
-      return 0;
-    case 'failed':
-      out.log(c.red(t('cli.startFailed', { reason: outcome.reason })));
-      if (outcome.log) out.log(`${t('cli.logEnd', { log: SERVER_LOG })}\n${outcome.log}`);
-      return 1;
-  }
-}
-
-/**
- * `idem-lab start`: lay the workspace for its track (LAB.md in the chosen language, which
- * the workspace then keeps; with `--track advanced` ADVANCED.md too, and an older
- * server.py's frame renewed around the learner's handle_pay: see Track), start the server, show the track's steps and
- * its first step.
- * @param options.brief only lay the workspace and start the server, without the step list
- *   and the first step (the menu shows those itself)
- * @throws SetupError for an unknown --track
- */
-export async function startCommand(options: WorkspaceOptions & { lang?: string; port?: number; force?: boolean; brief?: boolean; track?: string }): Promise<number> {
-  const out = outputOf(options);
-  const { c } = out;
-  const workspace = workspaceDir(options);
-  // Run in a clone of the tool with no --dir, start would lay the lab out among the tool's own files.
-  if (isToolFolder(workspace)) throw new SetupError(t('cli.startInRepository', { dir: workspace }));
-  // The command line chose the language (--lang, else this workspace's, else LANG/LC_ALL).
-  const lang = language();
-  const chosen = options.track === undefined ? undefined : resolveTrack(options.track);
-  const track = chosen ?? currentTrack(fs.existsSync(workspace) ? workspace : undefined);
-  const report = layWorkspace(workspace, options.force ?? false, lang, track);
-  updateState(workspace, (s) => {
-    s.lang = lang;
-    s.startedAt ??= new Date().toISOString();
-    if (chosen) s.track = chosen.id;
-  });
-  if (report.written.length) out.log(t('cli.laidOut', { files: listOf(report.written), dir: workspace }));
-  if (report.kept.length) out.log(t(report.kept.length === 1 ? 'cli.kept.one' : 'cli.kept.many', { files: report.kept.join(', ') }));
-  if (report.backup) out.log(c.yellow(t('cli.backedUp', { dir: path.relative(workspace, report.backup) })));
-  for (const frame of upgradeFrames(workspace, track)) {
-    if (frame.kind === 'upgraded') out.log(c.yellow(t('cli.track.upgraded', { dir: frame.backup })));
-    if (frame.kind === 'no-markers') out.log(c.yellow(t('cli.track.noMarkers')));
-  }
-  const { command } = openWorkspace(workspace);
-  const code = printStart(await startLabServer(workspace, command, options.port), workspace, out);
-  // Step 01 and the sheet's ./probe.sh run in the workspace: said last, where it is read.
-  const cd = cdAdvice(workspace);
-  if (options.brief) {
-    if (cd) out.log(c.bold(cd));
-    return code;
-  }
-  const onPath = await pathAdvice();
-  if (onPath) out.log(`\n${c.yellow(onPath)}`);
-  out.log(`\n${t('cli.stepsHeading')}\n${stepList(workspace, c)}\n`);
-  out.log(sheetSection(readSheet(workspace), currentTrack(workspace).steps[0].id) ?? '');
-  out.log(`\n${c.dim(t('cli.startFooter'))}`);
-  if (cd) out.log(c.bold(cd));
-  return code;
-}
-
-/**
- * `Next: cd /home/me/idem-lab. …` when the current directory is not in `workspace` (the
- * sheet's ./probe.sh and step 01 run there), else undefined. The folder is quoted for a
- * POSIX shell when it needs to be.
- */
-export function cdAdvice(workspace: string, cwd: string = process.cwd()): string | undefined {
-  const inside = path.relative(workspace, path.resolve(cwd));
-  if (inside === '' || (!inside.startsWith('..') && !path.isAbsolute(inside))) return undefined;
-  return t('cli.cd', { dir: shellQuote(workspace) });
-}
-
-/** `idem-lab stop`: stop the recorded server by its process group. */
-export async function stopCommand(options: WorkspaceOptions): Promise<number> {
-  const out = outputOf(options);
-  const { c } = out;
-  const { workspace, command } = openWorkspace(workspaceDir(options));
-  const outcome = await stopLabServer(workspace, command);
-  if (outcome.damaged !== undefined) out.error(`idem-lab: ${outcome.damaged}`);
-  if (outcome.kind === 'none') out.log(t('cli.stop.none'));
-  if (outcome.kind === 'dead') out.log(c.yellow(`${t('cli.stop.dead', { pid: outcome.pid, log: SERVER_LOG })}\n${logTail(workspace)}`));
-  if (outcome.kind === 'stopped') out.log(t('cli.stop.stopped', { pid: outcome.pid }));
-  if (outcome.kind === 'foreign') out.log(c.yellow(t('cli.stop.foreign', { pid: outcome.pid })));
-  if (outcome.kind === 'failed') out.log(c.red(t('cli.stop.failed', { pid: outcome.pid })));
-  return outcome.kind === 'failed' ? 1 : 0;
-}
-
-/** `idem-lab restart`: stop, then start on the same port. */
-export async function restartCommand(options: WorkspaceOptions): Promise<number> {
-  const out = outputOf(options);
-  const { c } = out;
-  const { workspace, command } = openWorkspace(workspaceDir(options));
-  const stopped = await stopLabServer(workspace, command);
-  if (stopped.kind === 'stopped') out.log(t('cli.stop.stopped', { pid: stopped.pid }));
-  if (stopped.kind === 'dead') out.log(c.yellow(t('cli.restart.dead', { pid: stopped.pid })));
-  if (stopped.kind === 'foreign') out.log(c.yellow(t('cli.stop.foreign', { pid: stopped.pid })));
-  if (stopped.kind === 'failed') {
-    out.log(c.red(t('cli.stop.failed', { pid: stopped.pid })));
-    return 1;
-  }
-  return printStart(await startLabServer(workspace, command), workspace, out);
-}
-
-/**
- * An ISO-8601 time as the learner's clock shows it: `2026-12-01 18:58:03 +09:00`, in the
- * local time zone (TZ, else the system's). Text that is no time is returned as it is.
- */
-export function localTime(iso: string | undefined): string {
-  const date = new Date(iso ?? '');
-  if (Number.isNaN(date.getTime())) return iso ?? '';
-  const two = (n: number) => String(n).padStart(2, '0');
-  const offset = -date.getTimezoneOffset();
-  const zone = `${offset < 0 ? '-' : '+'}${two(Math.floor(Math.abs(offset) / 60))}:${two(Math.abs(offset) % 60)}`;
-  return `${date.getFullYear()}-${two(date.getMonth() + 1)}-${two(date.getDate())} ${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())} ${zone}`;
-}
+import { LAB_DIR } from '../lab/paths.js';
+import { backUp, backupFiles, listBackups, openWorkspace, readState, sha256, updateState } from '../lab/workspace.js';
+import { outputOf } from './shared/output.js';
+import { localTime, workspaceDir, type WorkspaceOptions } from './shared/progress.js';
 
 /** `idem-lab status`: the server's state and every step's last verdict. */
 export async function statusCommand(options: WorkspaceOptions): Promise<number> {
@@ -282,42 +115,6 @@ export function statementCommand(options: WorkspaceOptions): number {
   return 0;
 }
 
-/** `idem-lab show [N]`: the step's section of the lab sheet; without N, the current step's. */
-export function showCommand(selector: string | undefined, options: WorkspaceOptions): number {
-  const out = outputOf(options);
-  const workspace = workspaceDir(options);
-  const step = stepOrCurrent(selector, workspace);
-  const section = sheetSection(readSheet(workspace), step.id);
-  if (!section) throw new SetupError(t('cli.show.noSection', { id: step.id }));
-  out.log(section);
-  return 0;
-}
-
-/**
- * `idem-lab hint [N]`: the step's next hint, one more each time (without N, the current
- * step's); `--reset` starts over.
- * @param options.more the line under the hints while more remain: what gives the next
- *   one where the hints are shown (default: run `idem-lab hint N` again)
- */
-export function hintCommand(selector: string | undefined, options: WorkspaceOptions & { reset?: boolean; more?: string }): number {
-  const out = outputOf(options);
-  const { c } = out;
-  const workspace = workspaceDir(options);
-  const step = stepOrCurrent(selector, workspace);
-  let before = 0;
-  const state = updateState(workspace, (s) => {
-    before = options.reset ? 0 : (s.hintsShown?.[step.id] ?? 0);
-    s.hintsShown = { ...(s.hintsShown ?? {}), [step.id]: Math.min(before + 1, step.hints.length) };
-  });
-  const shown = state.hintsShown?.[step.id] ?? 1;
-  const hints = step.hints;
-  hints.slice(0, shown).forEach((hint, i) => out.log(t('cli.hint', { n: i + 1, total: hints.length, id: step.id, slug: step.slug, hint })));
-  // Past the last hint, say there are no more rather than "that was the last" again.
-  const last = before >= hints.length ? t('cli.hint.none', { id: step.id, total: hints.length }) : t('cli.hint.last', { id: step.id });
-  out.log(c.dim(shown < hints.length ? (options.more ?? t('cli.hint.more', { id: step.id })) : last));
-  return 0;
-}
-
 /**
  * `idem-lab reset N`: puts back step N's starting point, after copying what it replaces
  * into `.idem-lab/backup/<time>/`: server.py as laid for the live steps 02-06, no answer
@@ -392,53 +189,6 @@ export function restoreCommand(which: string | undefined, options: WorkspaceOpti
   return 0;
 }
 
-/**
- * The folder on PATH (`env.PATH`) holding an executable named `name`, or undefined.
- * Entries inside node_modules/.bin are skipped: npx and npm scripts add those for one run
- * only, and the learner's own shell will not have them.
- */
-export function onPath(name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  for (const dir of (env.PATH ?? '').split(path.delimiter)) {
-    if (dir === '' || dir.split(path.sep).includes('node_modules')) continue;
-    try {
-      fs.accessSync(path.join(dir, name), fs.constants.X_OK);
-      return dir;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
-
-/**
- * When `idem-lab` does not resolve on PATH (so the lab sheet's `idem-lab check 05` would
- * be "command not found"), the exact fix for this machine, in the learner's language;
- * undefined when it resolves. The fix is `export PATH=...` when npm's global bin folder
- * already holds idem-lab (linked, but that folder is not on PATH), else `npm link` in this
- * package's folder, with a user-level npm prefix first when the global one is not writable.
- */
-export async function pathAdvice(env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
-  if (onPath('idem-lab', env)) return undefined;
-  const { execa } = await import('execa');
-  const prefix = await execa('npm', ['prefix', '-g'], { env, reject: false, timeout: 10_000, stdin: 'ignore' });
-  const bin = prefix.exitCode === 0 && String(prefix.stdout).trim() ? path.join(String(prefix.stdout).trim(), 'bin') : undefined;
-  const root = PACKAGE_ROOT;
-  if (bin && fs.existsSync(path.join(bin, 'idem-lab'))) {
-    return t('cli.path.notOnPath', { fix: `export PATH="${bin}:$PATH"`, bin });
-  }
-  let writable = false;
-  try {
-    if (bin) fs.accessSync(fs.existsSync(bin) ? bin : path.dirname(bin), fs.constants.W_OK);
-    writable = bin !== undefined;
-  } catch {
-    writable = false;
-  }
-  const fix = writable
-    ? `cd ${shellQuote(root)} && npm link`
-    : `npm config set prefix ~/.npm-global && export PATH="$HOME/.npm-global/bin:$PATH" && cd ${shellQuote(root)} && npm link`;
-  return t('cli.path.notLinked', { fix });
-}
-
 /** The folder of the reference answers `idem-lab solution` shows; never copied into a workspace. */
 export const ANSWERS_DIR = path.join(LAB_DIR, 'answers');
 
@@ -491,36 +241,3 @@ export function solutionCommand(selector: string | undefined, options: Workspace
   return 0;
 }
 
-/** `1 h 12 min` or `42 min` (at least 1 min), in the learner's language. */
-export function formatDuration(ms: number): string {
-  const minutes = Math.max(1, Math.round(ms / 60_000));
-  return minutes >= 60 ? t('summary.hours', { h: Math.floor(minutes / 60), m: minutes % 60 }) : t('summary.minutes', { m: minutes });
-}
-
-/**
- * The end-of-track summary, for when every step of `track` (default: the workspace's)
- * passes: what each step proved, how long the lab took (from `startedAt` in state.json,
- * else the workspace's .idem-lab folder, to the last pass), where the learner's answers
- * are, and how to see the reference answers; coloured by `c` (default: as stdout allows).
- */
-export function labSummary(workspace: string, c: ChalkInstance = processOutput().c, track: Track = currentTrack(workspace)): string {
-  const state = readState(workspace);
-  const passes = track.steps.map((s) => state.steps?.[s.id]?.passedAt).filter((x): x is string => x !== undefined).sort();
-  let startedAt = state.startedAt;
-  if (!startedAt) {
-    try {
-      startedAt = fs.statSync(path.join(workspace, '.idem-lab')).birthtime.toISOString();
-    } catch {
-      startedAt = passes[0];
-    }
-  }
-  const last = passes[passes.length - 1] ?? new Date().toISOString();
-  const files = ['server.py', ...track.steps.flatMap((s) => (s.file && fs.existsSync(path.join(workspace, s.file.name)) ? [s.file.name] : []))];
-  const lines = [c.green(c.bold(isFirstTrack(track) ? t('summary.heading', { total: track.steps.length }) : t('summary.heading.track', { track: trackName(track), total: track.steps.length }))), '', t('summary.proved')];
-  for (const step of track.steps) lines.push(`  ${c.green('✓')} ${step.id} ${step.slug.padEnd(9)} ${t(`summary.${step.id}` as MessageKey)}`);
-  lines.push('');
-  if (startedAt) lines.push(t('summary.took', { duration: formatDuration(Date.parse(last) - Date.parse(startedAt)), from: localTime(startedAt), to: localTime(last) }));
-  lines.push(t('summary.answers', { dir: workspace, files: listOf(files) }));
-  lines.push(c.dim(t('summary.solutions')));
-  return lines.join('\n');
-}

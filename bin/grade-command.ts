@@ -27,11 +27,11 @@ import { SetupError } from '../grader/failure.js';
 import { defaultGradingConfig, formatPoints, readGradingConfig } from '../grader/grading.js';
 import { limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
-import { sandboxFor, sandboxWarning } from './check-command.js';
+import { sandboxFor, sandboxWarning } from './shared/check.js';
 import { writeFile } from '../grader/reporters/index.js';
-import { allSteps, configForTrack, configTrack, resolveTrack } from './tracks.js';
+import { allSteps, configForTrack, configTrack, resolveTrack } from './shared/tracks.js';
 import { openWorkspace } from '../lab/workspace.js';
-import { outputOf, type Output } from './output.js';
+import { outputOf, type Output } from './shared/output.js';
 
 /** Options of `idem-lab grade`. */
 export interface GradeCommandOptions {

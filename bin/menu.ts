@@ -13,14 +13,15 @@ import select, { Separator } from '@inquirer/select';
 import { SetupError } from '../grader/failure.js';
 import { formatProgress } from '../grader/reporters/human.js';
 import type { ChalkInstance } from 'chalk';
-import { currentTrack, passedIn, trackName } from './tracks.js';
+import { currentTrack, passedIn, trackName } from './shared/tracks.js';
 import { isToolFolder } from '../lab/paths.js';
 import type { Step, Track } from '../grader/track.js';
-import { hintCommand, localTime, restartCommand, showCommand, startCommand, stepList, stopCommand, workspaceDir, type WorkspaceOptions } from './commands.js';
+import { localTime, nextStepToDo, stepList, workspaceDir, type WorkspaceOptions } from './shared/progress.js';
+import { restartCommand, startCommand, stopCommand } from './shared/lab-server.js';
+import { hintCommand, showCommand } from './shared/step-texts.js';
 import { ownServer } from '../lab/runner.js';
-import { nextStepToDo } from './watch.js';
 import { openWorkspace, readState } from '../lab/workspace.js';
-import { outputOf, processOutput, type Output } from './output.js';
+import { outputOf, processOutput, type Output } from './shared/output.js';
 
 type Choice = { kind: 'step'; step: Step } | { kind: 'start' | 'stop' | 'restart' | 'quit' };
 type StepAction = 'read' | 'check' | 'hint' | 'back';
@@ -188,7 +189,7 @@ export async function menuCommand(options: MenuOptions): Promise<number> {
     }
     if (action === 'read') await attempt(out, () => showCommand(step.id, dir));
     if (action === 'hint') await attempt(out, () => hintCommand(step.id, { ...dir, more: t('menu.hint.more', { hint: t('menu.hint') }) }));
-    if (action === 'check') await attempt(out, async () => (await import('./check-command.js')).checkCommand([step.id], dir));
+    if (action === 'check') await attempt(out, async () => (await import('./shared/check.js')).checkCommand([step.id], dir));
     if (action !== 'back') await pause(back, terminal, signal);
   }
 }

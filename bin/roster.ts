@@ -18,7 +18,7 @@ import { parse } from 'csv-parse/sync';
 import { SetupError } from '../grader/failure.js';
 import { escapeData } from '../grader/reporters/github.js';
 import { t } from '../i18n/index.js';
-import { outputOf, type Output } from './output.js';
+import { outputOf, type Output } from './shared/output.js';
 
 /** A repository name as GitHub allows it: `owner/name`, letters, digits, `_ . -`, no `..`. */
 export function isRepositoryName(text: string): boolean {

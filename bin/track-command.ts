@@ -14,8 +14,8 @@ import { readSheet, sheetSection } from '../lab/sheet.js';
 import { layWorkspace, lineage, openWorkspace, readState, updateState } from '../lab/workspace.js';
 import { workspaceDir } from '../lab/paths.js';
 import { TRACKS } from '../steps/index.js';
-import { currentTrack, passedIn, resolveTrack, stepsLeftBefore } from './tracks.js';
-import { outputOf, type Output } from './output.js';
+import { currentTrack, passedIn, resolveTrack, stepsLeftBefore } from './shared/tracks.js';
+import { outputOf, type Output } from './shared/output.js';
 
 /** Per track: `* basic     8 steps, 8 pass`, the current one starred. */
 function trackLines(workspace: string, c: ChalkInstance): string[] {

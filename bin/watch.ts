@@ -17,13 +17,15 @@ import { grade } from '../grader/engine.js';
 import { killAllServersNow } from '../grader/server.js';
 import { runExitTasks } from '../grader/cleanup.js';
 import { formatProgress, formatResult } from '../grader/reporters/human.js';
-import { passedCount, prepareCheck, saveVerdicts } from './check-command.js';
-import { chooseSteps } from './tracks.js';
+import { prepareCheck } from './shared/check.js';
+import { chooseSteps } from './shared/tracks.js';
 import { Coalescer } from '../lab/coalesce.js';
-import { hintCommand, labSummary, nextStepToDo, restartCommand, type WorkspaceOptions } from './commands.js';
+import { labSummary, nextStepToDo, passedCount, saveVerdicts, type WorkspaceOptions } from './shared/progress.js';
+import { restartCommand } from './shared/lab-server.js';
+import { hintCommand } from './shared/step-texts.js';
 import { DEFAULT_PORT, ownServer } from '../lab/runner.js';
 import { readState, sha256 } from '../lab/workspace.js';
-import { outputOf } from './output.js';
+import { outputOf } from './shared/output.js';
 
 /** Options of `idem-lab watch`. */
 export interface WatchOptions extends WorkspaceOptions {
@@ -33,7 +35,6 @@ export interface WatchOptions extends WorkspaceOptions {
   signal?: AbortSignal;
 }
 
-export { nextStepToDo } from './commands.js';
 
 /** Files whose changes say nothing about the lab: the database, logs, editor leftovers. */
 const NOISE = /(?:^|\/)(?:\.[^/]+|[^/]*\.(?:db|db-journal|db-wal|db-shm|log|swp|swx|tmp)|[^/]*~|__pycache__|node_modules)$/;

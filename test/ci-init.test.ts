@@ -296,7 +296,7 @@ test('--track advanced: idem-lab.json and both workflows name the track; a check
     const job = workflow.jobs[CLASSROOM_JOB];
     assert.equal(job.env?.IDEM_LAB_TRACK, 'advanced');
     assert.match(checkStep(job.steps).run ?? '', /--track "\$IDEM_LAB_TRACK" --config-sha256 "\$IDEM_LAB_CONFIG_SHA256"/);
-    const { currentTrack } = await import('../bin/tracks.js');
+    const { currentTrack } = await import('../bin/shared/tracks.js');
     assert.equal(currentTrack(repo.dir).id, 'advanced', 'no state.json (git-ignored): idem-lab.json decides');
     const other = await runCli(['ci', 'init', '--dir', repo.dir, '--force', '--track', 'basic', '--package', 'x']);
     assert.equal(other.exitCode, 2);

@@ -13,7 +13,7 @@ import { freePort } from '../grader/server.js';
 import { readState } from '../lab/workspace.js';
 import { fixtureWorkspace, runCli, runMain, serversUnder, tempDir, stopRecorded } from './support.js';
 import { main } from '../bin/cli.js';
-import { captureOutput } from '../bin/output.js';
+import { captureOutput } from '../bin/shared/output.js';
 import { language, setLanguage } from '../i18n/index.js';
 
 

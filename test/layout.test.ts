@@ -34,8 +34,8 @@ test('grader/ imports nothing of steps/, lab/ or bin/: the engine is given its t
 });
 
 test('the scan sees an import into steps/ when there is one (it can fail)', () => {
-  // bin/tracks.ts is the command line's: it takes the tracks from steps/.
-  assert.ok(importsOf('bin/tracks.ts').includes('steps/index.js'));
+  // bin/shared/tracks.ts is the command line's: it takes the tracks from steps/.
+  assert.ok(importsOf('bin/shared/tracks.ts').includes('steps/index.js'));
 });
 
 test('lab/ imports nothing of bin/: what a workspace gets and the runner, under the commands', () => {
@@ -92,4 +92,40 @@ test('the cycle scan finds a cycle when there is one (it can fail)', () => {
   ]);
   assert.deepEqual(cyclesAmong(graph), [['grader/a.ts', 'grader/b.ts', 'grader/c.ts', 'grader/a.ts']]);
   assert.deepEqual(cyclesAmong(new Map([['x.ts', ['y.ts']], ['y.ts', []]])), []);
+});
+
+/** The entry of the command line: idem-lab.ts (the process) and cli.ts (`main`, which loads each command's module), with early.ts, read before cli.ts loads. */
+const ENTRY = new Set(['bin/idem-lab.ts', 'bin/cli.ts', 'bin/early.ts']);
+
+/**
+ * Imports that break bin/'s layers (issue 23), as `file imports target` lines, given
+ * `graph` (file -> the .ts files it imports): a command module (bin/*.ts outside the
+ * entry) imports another command module, or shared/ imports anything of bin/ outside
+ * shared/. What two commands both run lives in bin/shared/, so that following a command
+ * never climbs back up into another.
+ */
+function binLayerViolations(graph: Map<string, string[]>): string[] {
+  const isCommand = (file: string) => /^bin\/[^/]+\.ts$/.test(file) && !ENTRY.has(file);
+  return [...graph].flatMap(([file, targets]) =>
+    targets
+      .filter((target) => target !== file && ((isCommand(file) && isCommand(target)) || (file.startsWith('bin/shared/') && target.startsWith('bin/') && !target.startsWith('bin/shared/'))))
+      .map((target) => `${file} imports ${target}`),
+  );
+}
+
+test('bin/ command modules never import each other, and bin/shared/ imports no command (issue 23)', () => {
+  const graph = importGraph(['bin']);
+  assert.ok(graph.has('bin/commands.ts') && graph.has('bin/shared/check.ts') && graph.has('bin/watch.ts'), 'the scan reads the command modules and the shared layer');
+  assert.ok(graph.get('bin/cli.ts')!.includes('bin/commands.ts'), 'the scan sees cli.ts load a command module (dynamic import)');
+  assert.deepEqual(binLayerViolations(graph), []);
+});
+
+test('the bin/ layer scan finds a command importing a command, or shared/ importing one (it can fail)', () => {
+  const graph = new Map([
+    ['bin/cli.ts', ['bin/menu.ts', 'bin/check.ts']],
+    ['bin/menu.ts', ['bin/shared/check.ts', 'bin/check.ts']],
+    ['bin/check.ts', ['bin/shared/check.ts']],
+    ['bin/shared/check.ts', ['bin/shared/output.ts', 'bin/watch.ts', 'grader/engine.ts']],
+  ]);
+  assert.deepEqual(binLayerViolations(graph), ['bin/menu.ts imports bin/check.ts', 'bin/shared/check.ts imports bin/watch.ts']);
 });

@@ -10,7 +10,7 @@ import { buildWorkspace } from '../fixtures/build.js';
 import { PACKAGE_ROOT } from '../lab/paths.js';
 import { readState } from '../lab/workspace.js';
 import { main } from '../bin/cli.js';
-import { captureOutput } from '../bin/output.js';
+import { captureOutput } from '../bin/shared/output.js';
 
 /** The compiled CLI entry. */
 export const CLI = path.join(PACKAGE_ROOT, 'dist', 'bin', 'idem-lab.js');

@@ -15,7 +15,7 @@ import { LAB_DIR, PACKAGE_ROOT } from '../lab/paths.js';
 import { readSheet, sheetSection } from '../lab/sheet.js';
 import { labFiles, layWorkspace, lineage, listBackups, readState } from '../lab/workspace.js';
 import { ADVANCED, ADVANCED_STEPS, BASIC, TRACKS } from '../steps/index.js';
-import { chooseSteps, configForTrack, isFirstTrack, stepsLeftBefore, trackName } from '../bin/tracks.js';
+import { chooseSteps, configForTrack, isFirstTrack, stepsLeftBefore, trackName } from '../bin/shared/tracks.js';
 import { grade } from '../grader/engine.js';
 import { CheckFailed } from '../grader/failure.js';
 import type { Step, Track } from '../grader/track.js';

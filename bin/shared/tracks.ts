@@ -7,12 +7,12 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { DEFAULT_TRACK, TRACKS, trackById } from '../steps/index.js';
-import { selectSteps, type Step, type Track } from '../grader/track.js';
-import { lineage, readState } from '../lab/workspace.js';
-import { SetupError } from '../grader/failure.js';
-import { CATALOGS, listOf, t, type MessageKey } from '../i18n/index.js';
-import { CONFIG_FILE, gradingDigest, type GradingConfig } from '../grader/grading.js';
+import { DEFAULT_TRACK, TRACKS, trackById } from '../../steps/index.js';
+import { selectSteps, type Step, type Track } from '../../grader/track.js';
+import { lineage, readState } from '../../lab/workspace.js';
+import { SetupError } from '../../grader/failure.js';
+import { CATALOGS, listOf, t, type MessageKey } from '../../i18n/index.js';
+import { CONFIG_FILE, gradingDigest, type GradingConfig } from '../../grader/grading.js';
 
 /**
  * The `"track"` a grading config file names (idem-lab.json), undefined when it names none

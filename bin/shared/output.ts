@@ -6,7 +6,7 @@
  */
 import { PassThrough, Writable } from 'node:stream';
 import { Chalk, type ChalkInstance } from 'chalk';
-import { colourFor } from '../grader/reporters/human.js';
+import { colourFor } from '../../grader/reporters/human.js';
 
 /** The keys side of a terminal: what the menu's prompts and watch mode's keys read. */
 export interface KeyInput extends NodeJS.ReadableStream {

@@ -1,54 +1,33 @@
+/**
+ * A grading run of one workspace: `idem-lab check`, which the menu runs too, and what
+ * watch, grade and chaos share with it (the sandbox and its warning, the seed, the
+ * preparation of a run). Shared layer of bin/.
+ */
 import fs from 'node:fs';
-import { listOf, t } from '../i18n/index.js';
+import { listOf, t } from '../../i18n/index.js';
 import path from 'node:path';
-import { SetupError } from '../grader/failure.js';
-import { grade, makeGraderTempDir } from '../grader/engine.js';
-import { parseSeed, type Seed } from '../grader/seed.js';
-import { limits } from '../grader/limits.js';
-import { installExitHooks } from '../grader/cleanup.js';
-import { commandExists, resolveInterpreter, type ServerCommand } from '../grader/server.js';
-import { chooseSandboxFor, NoSandbox, SANDBOX_MODES, type SandboxChoice, type SandboxMode } from '../grader/sandbox.js';
-import { visible } from '../grader/visible.js';
-import { formatProgress, formatResult, formatSummary } from '../grader/reporters/human.js';
-import type { StepResult } from '../grader/types.js';
+import { SetupError } from '../../grader/failure.js';
+import { grade, makeGraderTempDir } from '../../grader/engine.js';
+import { parseSeed, type Seed } from '../../grader/seed.js';
+import { limits } from '../../grader/limits.js';
+import { installExitHooks } from '../../grader/cleanup.js';
+import { commandExists, resolveInterpreter, type ServerCommand } from '../../grader/server.js';
+import { chooseSandboxFor, NoSandbox, SANDBOX_MODES, type SandboxChoice, type SandboxMode } from '../../grader/sandbox.js';
+import { visible } from '../../grader/visible.js';
+import { formatProgress, formatResult, formatSummary } from '../../grader/reporters/human.js';
+import type { StepResult } from '../../grader/types.js';
 import { allSteps, chooseSteps, configForTrack, passedIn, resolveTrack, verifyPin } from './tracks.js';
-import type { Step, Track } from '../grader/track.js';
-import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from '../grader/grading.js';
-import { chooseReporters, writeReports, type ReporterChoice } from '../grader/reporters/index.js';
-import type { GithubOptions } from '../grader/reporters/github.js';
-import { openWorkspace, readState, updateState } from '../lab/workspace.js';
-import { DEFAULT_PORT } from '../lab/runner.js';
-import { labSummary, workspaceDir, type WorkspaceOptions } from './commands.js';
-import { outputOf, type Output } from './output.js';
+import type { Step, Track } from '../../grader/track.js';
+import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from '../../grader/grading.js';
+import { chooseReporters, writeReports, type ReporterChoice } from '../../grader/reporters/index.js';
+import type { GithubOptions } from '../../grader/reporters/github.js';
+import { openWorkspace, readState } from '../../lab/workspace.js';
+import { DEFAULT_PORT } from '../../lab/runner.js';
+import { labSummary, saveVerdicts, workspaceDir, type WorkspaceOptions } from './progress.js';
+import { outputOf } from './output.js';
 
 /** Exit codes of `idem-lab check`: every step passed, some failed, or grading could not run. */
 export const EXIT = { pass: 0, fail: 1, setup: 2 } as const;
-
-/** How many steps of the workspace's track pass, by the verdicts saved in the workspace. */
-export function passedCount(workspace: string): number {
-  return passedIn(resolveTrack(undefined, workspace), workspace);
-}
-
-/**
- * Records each verdict for `idem-lab status`; a workspace that cannot be written to is
- * graded all the same (why the verdicts were not kept is said on `out`, default stderr).
- */
-export function saveVerdicts(workspace: string, results: StepResult[], out: Output = outputOf(undefined)): void {
-  const now = new Date().toISOString();
-  try {
-    updateState(workspace, (state) => {
-      state.steps = state.steps ?? {};
-      for (const r of results) {
-        const before = state.steps[r.id];
-        state.steps[r.id] = { status: r.status, checkedAt: now, ...(r.status === 'pass' ? { passedAt: now } : before?.passedAt ? { passedAt: before.passedAt } : {}) };
-      }
-    });
-  } catch (err) {
-    // a read-only checkout: the verdicts were printed, nothing is lost; say why they were not kept
-    out.error(`idem-lab: ${t('check.notSaved', { reason: (err as Error).message })}`);
-  }
-}
-
 
 /**
  * Prepares a grading run: the workspace, its server command, the track (--track, else the
@@ -109,7 +88,6 @@ export function sandboxWarning(choice: Pick<SandboxChoice, 'confinement' | 'reas
   if (!choice?.fallback || choice.confinement === 'on') return undefined;
   return t(choice.confinement === 'off' ? 'cli.sandboxFallback.off' : 'cli.sandboxFallback.hostNetwork', { reason: visible(choice.reason ?? '') });
 }
-
 
 /** Options of `idem-lab check` besides the workspace. */
 export interface CheckOptions extends WorkspaceOptions {
