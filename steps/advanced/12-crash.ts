@@ -535,7 +535,9 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
  * (still one row). The same crash is made before the money moved (on G, then H: the
  * take-over must charge) and, on a server that speaks the database's gate, once charge()
  * returned, right after the ledger row was written (on J, then K: crashReturned; the
- * take-over must neither charge nor record the payment again). Beside it, on a database
+ * take-over must neither charge nor record the payment again; a server that answers with
+ * no statement after charge() is killed right after its answer, and its ledger row must be
+ * there; a server without the gate gets a warning that this crash was not tried). Beside it, on a database
  * of its own, a retry while another
  * server is still charging, and a server started then, must not take that younger claim
  * over: the first request keeps its payment (docs/server-contract.md, "The advanced track").
