@@ -72,8 +72,8 @@ export interface GateStatement {
 export interface StatementHold {
   /** The statements waiting now, in the order they came. */
   waiting(): GateStatement[];
-  /** Lets every statement waiting now run, at once; returns how many. */
-  releaseWave(): number;
+  /** Lets every statement waiting now run, at once (given `which`, only those it accepts; the others keep waiting); returns how many. */
+  releaseWave(which?: (st: GateStatement) => boolean): number;
   /** Lets every waiting statement run and, until release(), lets every later one run at once, told `go` (the grader's order stands in for IDEM_DB_MS: none is waited). */
   passThrough(): void;
   /** Lets every waiting statement run and holds no more. Idempotent. */
@@ -165,8 +165,9 @@ export class ProviderGate {
     this.statementHold = state;
     return {
       waiting: () => [...state.waiting],
-      releaseWave: () => {
-        const wave = state.waiting.splice(0);
+      releaseWave: (which?: (st: GateStatement) => boolean) => {
+        const wave = which ? state.waiting.filter(which) : state.waiting.slice();
+        state.waiting = state.waiting.filter((st) => !wave.includes(st));
         for (const st of wave) this.letRun(st);
         return wave.length;
       },

@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { limits } from '../../grader/limits.js';
-import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type GateStatement, type Hold, type ProviderGate } from '../../grader/gate.js';
+import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
@@ -165,83 +165,119 @@ function threadOf(gate: ProviderGate, charge: GateCharge): number | undefined {
 }
 
 /**
+ * How the crash once charge() returned is made (crashPlan): `at`, killed at the request
+ * thread's statement of that index after charge() returned; `afterAnswer`, killed right
+ * after its answer, while every statement it runs after charge() waits (a server that runs
+ * none between charge() and its answer: it recorded the payment before charging, records
+ * it on a thread of its own, or answers first and writes afterwards); `notTried`, not made,
+ * with why (a learner-visible sentence: the step's verdict says it).
+ */
+type ReturnedPlan = { at: number } | { afterAnswer: true } | { notTried: string };
+
+/** A crash made: the payment, the killed request's exchange (no answer, or the 201 it got just before the kill) and when its charge reached the gate (performance.now() ms). */
+interface Crash {
+  req: Payment;
+  lost: Exchange;
+  chargedAt: number;
+}
+
+/**
  * Where a crash once charge() returned is made, learned from a payment of the server's own
  * (`probe`, graded by nothing else): its request thread's statements reported after the
  * money moved and before its answer came. The crash comes at the statement after the one
  * that inserts the ledger row, when the server writes it outside a transaction and runs
  * more after it (the payment half recorded: its ledger row and nothing after it, whatever
  * the server writes next, its record's status or a clean-up); else at its first statement
- * after charge() (a server that records in a transaction it opens then: its BEGIN).
- * Undefined when the server speaks no database's gate (it reported no statement before
- * its charge), ran none after it, or the probe was not answered 201.
- * @returns the index, among the request thread's statements after charge() returned, of the statement to crash at
+ * after charge() (a server that records in a transaction it opens then: its BEGIN); when
+ * it ran none before its answer, right after its answer (`afterAnswer`).
+ * @returns the plan; `notTried` when the server speaks no database's gate (it reported no
+ *   statement: IDEM_DB_GATE is optional) or the probe was not answered 201
  */
-async function crashIndex(ctx: LiveContext, server: ServerInstance, probe: Payment): Promise<number | undefined> {
+async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Payment): Promise<ReturnedPlan> {
   const gate = ctx.gate(server);
   const paying = await chargeUnderWay(ctx, server, probe, 'moved');
   const thread = threadOf(gate, paying.hold.held[0]);
   const from = gate.statements.length;
   paying.hold.release();
   const answer = await paying.answer;
-  if (thread === undefined || answer.status !== 201 || paying.doneAt === undefined) return undefined;
-  const after = gate.statements.slice(from).filter((st) => st.thread === thread && st.reportedAt < paying.doneAt!);
-  if (after.length === 0) return undefined;
+  if (gate.statements.length === 0) return { notTried: t('step.12.notTried.noGate') };
+  if (answer.status !== 201 || paying.doneAt === undefined) {
+    return { notTried: t('step.12.notTried.probe', { request: describeRequest(answer), status: String(answer.status ?? t('check.audit.noAnswer')) }) };
+  }
+  const after = gate.statements.slice(from).filter((st) => thread !== undefined && st.thread === thread && st.reportedAt < paying.doneAt!);
+  if (after.length === 0) return { afterAnswer: true };
   const ledger = after.findIndex((st) => insertsLedgerRow(st.sql));
-  return ledger >= 0 && ledger + 1 < after.length ? ledger + 1 : 0;
+  return { at: ledger >= 0 && ledger + 1 < after.length ? ledger + 1 : 0 };
 }
 
 /**
  * The crash once charge() returned (`returned`): on a server started with the database's
  * gate, a payment's charge is held once the money moved; then every database statement is
- * held at the gate (statement by statement, each let run unless it is the one to crash
- * at: crashIndex) and the charge let go, so charge() returns and the server records the
- * payment; the server is killed (SIGKILL) while its request thread's statement at that
- * index waits. The money moved and the provider's statement has it; what the server wrote
- * before that statement stays.
- * @returns the payment, the killed request's exchange and when its charge reached the gate;
- *   undefined when no crash was made there (the server speaks no database's gate, runs no
- *   statement after charge(), or answered before it reached the statement: it is stopped)
+ * held at the gate and the charge let go, so charge() returns and the server records the
+ * payment. With a plan `at` (crashPlan), every statement is let run but the request
+ * thread's at that index, and the server is killed (SIGKILL) while it waits. With
+ * `afterAnswer`, the statements of the request thread and of every thread the server had
+ * not run statements on before this payment (one started to write it) wait, and the
+ * server is killed as soon as its answer comes. Either way, a server that answers first is
+ * killed at its answer, with what it runs after it waiting; one that neither reaches its
+ * statement nor answers within GATE_BOUND_MS is killed wherever it waits (still a crash
+ * once charge() returned). The money moved and the provider's statement has it; what the
+ * server wrote before the kill stays. A 201 that came before the kill is the payment's
+ * answer: its ledger row must be there (recover).
+ * @returns the crash, or `notTried` with why (no database's gate, a probe not answered
+ *   201, or this payment answered with another status than 201: the server is stopped)
  * @throws CheckFailed when the charge never began; Inconclusive when the bound ran out while the grader was starved
  */
-async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<{ req: Payment; lost: Exchange; chargedAt: number } | undefined> {
+async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash | { notTried: string }> {
   const data = ctx.data.fork('crash-returned');
-  const at = await crashIndex(ctx, j, { key: data.key(), body: data.payment() });
-  if (at === undefined) {
+  const plan = await crashPlan(ctx, j, { key: data.key(), body: data.payment() });
+  if ('notTried' in plan) {
     await ctx.stopServer(j);
-    return undefined;
+    return plan;
   }
   const gate = ctx.gate(j);
   const req = { key: data.key(), body: data.payment() };
+  // Threads that ran statements before this payment: a background one (a sweeper, a single writer) goes on.
+  const earlier = new Set(gate.statements.map((st) => st.thread));
   const inFlight = await chargeUnderWay(ctx, j, req, 'moved');
   const thread = threadOf(gate, inFlight.hold.held[0]);
   const from = gate.statements.length;
   const statements = gate.holdStatements();
-  let target: GateStatement | undefined;
   const reached = () => {
-    const mine = gate.statements.slice(from).filter((st) => st.thread === thread);
-    if (mine.length > at) {
-      target = mine[at];
-      if (!target.released) return true;
+    if ('at' in plan) {
+      const mine = gate.statements.slice(from).filter((st) => st.thread === thread);
+      if (mine.length > plan.at && !mine[plan.at].released) return true;
+      // Every other statement runs: the request's earlier writes, and any background thread's.
+      statements.releaseWave();
+    } else {
+      statements.releaseWave((st) => st.thread !== thread && earlier.has(st.thread));
     }
-    // Every other statement runs: the request's earlier writes, and any background thread's.
-    statements.releaseWave();
     return false;
   };
-  const lag = startLagMonitor();
-  let crashed = false;
   try {
     inFlight.hold.release();
-    crashed = await Promise.race([gate.until(reached, GATE_BOUND_MS), inFlight.answer.then(() => false)]);
-    if (crashed) await j.kill();
-    else if (inFlight.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+    // Until the statement waits, the answer comes or the bound runs out, whichever is first (no timer is left behind).
+    await new Promise<void>((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        off();
+        resolve();
+      };
+      const timer = setTimeout(finish, GATE_BOUND_MS);
+      const off = gate.onReport(() => {
+        if (reached()) finish();
+      });
+      void inFlight.answer.then(finish);
+      if (reached()) finish();
+    });
+    // Killed while its statement waits, right after its answer, or where it waits once the bound ran out.
+    await j.kill();
   } finally {
-    lag.stop();
     statements.release();
   }
   const lost = await inFlight.answer;
-  if (!crashed || lost.status !== undefined) {
-    await ctx.stopServer(j);
-    return undefined;
+  if (lost.status !== undefined && lost.status !== 201) {
+    return { notTried: t('step.12.notTried.answered', { request: describeRequest(lost), status: String(lost.status) }) };
   }
   return { req, lost, chargedAt: inFlight.chargedAt };
 }
@@ -325,8 +361,16 @@ export const STARVED_QUEUE_MS = 250;
  * later retry replays that payment.
  * @throws CheckFailed naming what broke (money moved twice first)
  */
-async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Payment; lost: Exchange; chargedAt: number }, point: CrashPoint): Promise<{ tries: number; ms: number }> {
+async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point: CrashPoint): Promise<{ tries: number; ms: number }> {
   const { req, lost, chargedAt } = crash;
+  // Answered 201 before it was killed (crashReturned): the answer promised a payment, so its ledger row must be there.
+  if (lost.status === 201 && !ctx.ledger(b).some((row) => row.idempotency_key === req.key)) {
+    throw new CheckFailed(
+      t('step.12.writeBehind', { request: describeRequest(lost), id: String(paymentOf(lost).payment_id), key: JSON.stringify(req.key) }),
+      t('step.12.writeBehind.why'),
+      { exchanges: [lost], details: chargesOf(ctx, req.body, b).map(describeCharge) },
+    );
+  }
   const started = performance.now();
   const deadline = started + CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS;
   const sentAt: number[] = [];
@@ -365,6 +409,8 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: { req: Paymen
   // (Crashed once charge() returned, the server may have recorded the payment whole before
   // it died: its retry is then rightly a replay.)
   if (point !== 'returned') notReplayed(last, t('step.12.recovered'));
+  // Answered 201 just before the kill: the retry gets that same payment back, not another one.
+  if (lost.status === 201) expectReplay(lost, last, t('step.12.writeBehind.why'));
   const later = await ctx.pay(b, req);
   expectReplay(last, later, t('step.12.replay.why'));
   if (!saysReplayed(later)) {
@@ -489,7 +535,9 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
  * (still one row). The same crash is made before the money moved (on G, then H: the
  * take-over must charge) and, on a server that speaks the database's gate, once charge()
  * returned, right after the ledger row was written (on J, then K: crashReturned; the
- * take-over must neither charge nor record the payment again). Beside it, on a database
+ * take-over must neither charge nor record the payment again; a server that answers with
+ * no statement after charge() is killed right after its answer, and its ledger row must be
+ * there; a server without the gate gets a warning that this crash was not tried). Beside it, on a database
  * of its own, a retry while another
  * server is still charging, and a server started then, must not take that younger claim
  * over: the first request keeps its payment (docs/server-contract.md, "The advanced track").
@@ -523,13 +571,16 @@ export const step: Step = {
         // charge() returned on J); the folders are put back as the learner's with only the
         // databases and statements kept (a restarted pod keeps its volume only), and B, H
         // and K start there (no K when J could not be crashed there: see crashReturned).
-        const [after, before, returned] = await Promise.all([
+        const [after, before, third] = await Promise.all([
           inPart(crashName('after'), () => crashAt(ctx, a, 'after')),
           inPart(crashName('before'), () => crashAt(ctx, g, 'before')),
           inPart(crashName('returned'), () => crashReturned(ctx, j)),
         ]);
-        // Killed, their processes may take a moment to be reaped on a busy machine: the folders are put back once they are gone.
-        await Promise.all([a, g, ...(returned ? [j] : [])].map((server) => server.endedWithin(KILLED_WITHIN_MS)));
+        // Not tried is said, never passed over: the verdict names the crash point left out and why.
+        const returned = 'notTried' in third ? undefined : third;
+        if ('notTried' in third) ctx.warn(t('step.12.notTried', { why: third.notTried }));
+        // Killed (or stopped), their processes may take a moment to be reaped on a busy machine: the folders are put back once they are gone.
+        await Promise.all([a, g, j].map((server) => server.endedWithin(KILLED_WITHIN_MS)));
         ctx.renewCopies();
         const [b, h, k] = await Promise.all([
           ctx.startServer({ env: CRASH_ENV, label: 'B', priority: 1500 }),
