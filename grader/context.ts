@@ -15,6 +15,8 @@ import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import { openGate, type ProviderGate } from './gate.js';
 import { lockstep, type Lockstep } from './lockstep.js';
+import { SchedWatch, StarveMeter, starvedFor } from './sched.js';
+import { checkTimeouts } from './http.js';
 import type { Exchange, KeylessGrouping, LedgerRow } from './types.js';
 import { labelledOutput } from './printed.js';
 
@@ -495,9 +497,43 @@ export class LiveContext {
    * the answer when a check retries within a deadline of its own.
    */
   async pay(server: ServerInstance, req: PayRequest, timeouts?: Timeouts): Promise<Exchange> {
+    const meter = this.meter([server]);
     const exchange = await send(server, 'POST', '/pay', req, timeouts);
+    this.judgeStarvation([exchange], meter, timeouts);
     this.exchanges.push(exchange);
     return exchange;
+  }
+
+  /** The servers' schedulers' watches (sched.ts), made on first use, one per instance. */
+  private readonly schedWatches = new Map<ServerInstance, SchedWatch>();
+
+  /**
+   * A StarveMeter over `servers` for a request: it begins to look 250 ms after the request
+   * was sent (a request answered sooner costs one timer).
+   */
+  private meter(servers: ServerInstance[]): StarveMeter {
+    const watches = servers.map((s) => {
+      let watch = this.schedWatches.get(s);
+      if (!watch) this.schedWatches.set(s, (watch = new SchedWatch([{ pid: s.pid, port: s.port, dbPath: s.dbPath }])));
+      return watch;
+    });
+    // One watch over all of them: the meter sums their threads.
+    const all = watches.length === 1 ? watches[0] : new SchedWatch(servers.map((s) => ({ pid: s.pid, port: s.port, dbPath: s.dbPath })));
+    return new StarveMeter(all, { delayMs: 250 });
+  }
+
+  /**
+   * Marks the exchanges that ran out of time while the server or the grader was starved
+   * (Exchange.starved): their missing answer says nothing about the server (expectStatus and
+   * the race then report them inconclusive, gate.ts Starved).
+   */
+  private judgeStarvation(exchanges: Exchange[], meter: StarveMeter, timeouts: Timeouts | undefined): void {
+    const seen = meter.stop();
+    const { connectMs, answerMs } = timeouts ?? checkTimeouts();
+    for (const exchange of exchanges) {
+      const bound = exchange.errorCode === 'timeout' ? answerMs : exchange.errorCode === 'connect-timeout' ? connectMs : undefined;
+      if (bound !== undefined && starvedFor(seen, bound)) exchange.starved = { serverWaitMs: Math.round(seen.serverWaitMs), graderLagMs: Math.round(seen.graderLagMs), boundMs: bound };
+    }
   }
 
   /**
@@ -506,7 +542,9 @@ export class LiveContext {
    * given; a GET is sent without a body.
    */
   async request(server: ServerInstance, method: 'GET' | 'POST', urlPath: string, req?: PayRequest): Promise<Exchange> {
+    const meter = this.meter([server]);
     const exchange = await send(server, method, urlPath, req);
+    this.judgeStarvation([exchange], meter, undefined);
     this.exchanges.push(exchange);
     return exchange;
   }
@@ -516,7 +554,9 @@ export class LiveContext {
    * and records the exchanges in request order.
    */
   async paySimultaneously(servers: ServerInstance[], requests: PayRequest[], timeouts?: Timeouts, onWritten?: () => void): Promise<Exchange[]> {
+    const meter = this.meter(servers);
     const exchanges = await sendSimultaneously(servers, requests, timeouts, onWritten);
+    this.judgeStarvation(exchanges, meter, timeouts);
     this.exchanges.push(...exchanges);
     return exchanges;
   }

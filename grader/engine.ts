@@ -1,4 +1,4 @@
-import { Inconclusive } from './gate.js';
+import { Inconclusive, Starved } from './gate.js';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -148,6 +148,16 @@ function withTheirHistory(shown: Exchange[], ctx: LiveContext | undefined): Exch
   return story.length > MAX_EXCHANGES_SHOWN ? [...story.slice(0, 2), ...shown.filter((e) => !story.slice(0, 2).includes(e))].slice(0, MAX_EXCHANGES_SHOWN) : story;
 }
 
+/** The verdicts that ended on a start or request bound run out while starved (gate.ts Starved): graded again by grade(). */
+const starvedResults = new WeakSet<StepResult>();
+
+/**
+ * How many times a step is graded in all while each try ends with a bound run out while the
+ * machine starved the server or the grader (gate.ts Starved), before it is reported
+ * inconclusive (exit 2). Each try uses the run's seed: the same keys, bodies and order.
+ */
+export const STARVED_STEP_TRIES = 3;
+
 function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undefined): void {
   if (err instanceof CheckFailed) {
     result.status = 'fail';
@@ -168,6 +178,7 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
     // Not the learner's failure and not the grader's bug: the machine was too busy to tell (exit 2).
     result.status = 'error';
     result.inconclusive = true;
+    if (err instanceof Starved) starvedResults.add(result);
     result.message = err.message;
     if (ctx) result.exchanges = ctx.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN);
   } else {
@@ -314,7 +325,8 @@ export async function grade(given: GradeOptions): Promise<StepResult[]> {
     while (next < order.length) {
       const i = order[next++];
       const step = options.steps[i];
-      const result = notStarted && step.live ? notTriedAgain(step, notStarted) : await gradeStep(step, options);
+      let result = notStarted && step.live ? notTriedAgain(step, notStarted) : await gradeStep(step, options);
+      for (let tries = 1; starvedResults.has(result) && tries < STARVED_STEP_TRIES && !options.signal?.aborted; tries++) result = await gradeStep(step, options);
       if (options.stopAfterStartFailure && result.startFailed && !notStarted) notStarted = result;
       pending[i].resolve(result);
     }

@@ -5,6 +5,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { t } from '../i18n/index.js';
 import { CheckFailed } from './failure.js';
+import { Starved } from './gate.js';
 import { responseJson } from './http.js';
 import { rowsForKey } from './ledger.js';
 import type { Charge, LiveContext } from './context.js';
@@ -25,6 +26,7 @@ export function describeRequest(exchange: Exchange): string {
  * @throws CheckFailed naming the request when no answer came or the status differs
  */
 export function expectStatus(exchange: Exchange, status: number, expected: string, why: string): void {
+  if (exchange.starved) throw starvedExchange(exchange);
   if (exchange.error !== undefined) {
     throw new CheckFailed(t('check.noAnswer', { request: describeRequest(exchange), error: exchange.error }), t('check.noAnswer.why'), {
       exchanges: [exchange],
@@ -33,6 +35,12 @@ export function expectStatus(exchange: Exchange, status: number, expected: strin
   if (exchange.status !== status) {
     throw new CheckFailed(expected, observedWhy(exchange, why), { exchanges: [exchange], details: [t('check.expectedStatus', { expected: status, got: String(exchange.status) })] });
   }
+}
+
+/** The inconclusive verdict on an exchange that ran out of time while the machine starved the server or the grader (Exchange.starved). */
+export function starvedExchange(exchange: Exchange): Starved {
+  const seen = exchange.starved ?? { serverWaitMs: 0, graderLagMs: 0, boundMs: 0 };
+  return new Starved(t('check.requestStarved', { request: describeRequest(exchange), seconds: seen.boundMs / 1000, waited: seen.serverWaitMs, lag: seen.graderLagMs }));
 }
 
 /** An error of sqlite's lock in an answer's body: the lock was held longer than the connection waits. */

@@ -421,3 +421,16 @@ export class Inconclusive extends Error {
     this.name = 'Inconclusive';
   }
 }
+
+/**
+ * An Inconclusive raised when a start or request bound ran out while the server was kept
+ * off a CPU or the grader's own event loop lagged (sched.ts starvedFor), after the bound's
+ * own retries. The engine grades such a step again, a bounded number of times (engine.ts
+ * STARVED_STEP_TRIES), with the same seed, before reporting it inconclusive (exit 2).
+ */
+export class Starved extends Inconclusive {
+  constructor(message: string) {
+    super(message);
+    this.name = 'Starved';
+  }
+}

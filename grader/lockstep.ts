@@ -150,8 +150,6 @@ export function lockstep(servers: LockstepServer[]): Lockstep {
     stop: () => {
       if (stopped) return;
       stopped = true;
-      // IDEM_LOCKSTEP_DEBUG=1: each lockstep's waves on stderr, for the soak.
-      if (process.env.IDEM_LOCKSTEP_DEBUG) console.error(`lockstep: waves ${JSON.stringify(waves)}`);
       if (timer) clearTimeout(timer);
       for (const off of unsubscribe) off();
       for (const h of holds) h.release();

@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed } from './failure.js';
 import { t } from '../i18n/index.js';
 import { checkTimeouts, responseJson, type PayRequest } from './http.js';
-import { describeCharge, expectCharges, expectRows } from './expect-http.js';
+import { describeCharge, expectCharges, expectRows, starvedExchange } from './expect-http.js';
 import { rowsForKey } from './ledger.js';
 import type { LiveContext } from './context.js';
 import type { ServerInstance } from './server.js';
@@ -104,6 +104,8 @@ export async function raceRound(
     );
   }
   const unanswered = exchanges.filter((e) => e.error !== undefined);
+  // Unanswered only because the machine starved the server or the grader: unclear, not its failure.
+  if (unanswered.length > 0 && unanswered.every((e) => e.starved)) throw starvedExchange(unanswered[0]);
   if (unanswered.length > 0) {
     throw new Unanswered(
       t('check.race.unanswered', { name, count: unanswered.length, size: RACE_SIZE, where: at, error: String(unanswered[0].error) }),

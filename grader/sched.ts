@@ -79,6 +79,11 @@ export class SchedWatch {
     this.refresh();
   }
 
+  /** The pids found by the last lookup (the constructor's or refresh()'s). */
+  pidList(): readonly number[] {
+    return this.pids;
+  }
+
   /** Looks the servers' processes up again. */
   refresh(): void {
     if (this.available) this.pids = [...new Set(this.targets.flatMap(serverPids))];
@@ -143,4 +148,119 @@ export function starveWatch(watch: SchedWatch): { waitedMs(): number } {
       return waited;
     },
   };
+}
+
+/** What a StarveMeter saw while a bound ran: how long the server was kept off a CPU, and the grader's own worst event-loop delay, both in ms. */
+export interface Starvation {
+  /**
+   * How long the server's threads could run but did not, in ms, summed over threads: the
+   * larger of what the kernel's run-queue time says (/proc schedstat, counted only once a
+   * waiting thread runs again) and what samples say (a thread seen runnable, state R, at two
+   * samples in a row whose CPU time grew by less than the time between them: throttled or
+   * queued, not yet run). A thread that sleeps (on a lock, a socket, a timer) or is stopped
+   * (state T: SIGSTOP, a debugger) waits for no CPU: a stopped server is its own doing.
+   */
+  serverWaitMs: number;
+  /** The largest lateness of the meter's own timer, in ms: the grader's event loop was that long unable to look. */
+  graderLagMs: number;
+}
+
+/**
+ * Whether a bound of `boundMs` ms that ran out says nothing about the server: the server
+ * waited for a CPU a quarter of the bound or more, or the grader's own event loop lagged
+ * that long (at most STARVED_LAG_MS, gate.ts's figure, 1 s). A server that sleeps, hangs on a
+ * lock or is stopped is not starved however long it takes: its bound is its failure.
+ */
+export function starvedFor(seen: Starvation, boundMs: number): boolean {
+  const quarter = boundMs / 4;
+  return seen.serverWaitMs >= quarter || seen.graderLagMs >= Math.min(quarter, 1000);
+}
+
+/**
+ * Measures starvation while a bound runs: from `delayMs` ms after it is made (0: at once;
+ * a request answered sooner costs nothing but a timer) it samples the servers' threads every
+ * `everyMs` ms (default 25) and times its own timer's lateness. `watch` undefined: only the
+ * grader's lag is measured. The servers' processes are looked up again every 10 samples
+ * (a starting server execs and forks). stop() ends it and returns what it saw; its timers
+ * are unref'd (they never keep the process alive).
+ */
+export class StarveMeter {
+  private readonly watch: SchedWatch | undefined;
+  private readonly everyMs: number;
+  private readonly startTimes: Map<string, { cpuMs: number; waitMs: number }>;
+  private last: { at: number; threads: Map<string, { state: string; cpuMs: number }> } | undefined;
+  private sampled = 0;
+  private serverWaitMs = 0;
+  private graderLagMs = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private due = 0;
+  private stopped = false;
+
+  constructor(watch: SchedWatch | undefined, options: { delayMs?: number; everyMs?: number } = {}) {
+    this.watch = watch?.available ? watch : undefined;
+    this.everyMs = options.everyMs ?? 25;
+    this.startTimes = this.watch?.times() ?? new Map();
+    this.arm(options.delayMs ?? 0);
+  }
+
+  private arm(ms: number): void {
+    if (this.stopped) return;
+    const due = performance.now() + ms;
+    this.due = due;
+    this.timer = setTimeout(() => {
+      this.graderLagMs = Math.max(this.graderLagMs, performance.now() - due);
+      this.sample();
+      this.arm(this.everyMs);
+    }, ms);
+    this.timer.unref();
+  }
+
+  /** One look at every thread's state and CPU time; the time between two looks at a thread runnable both times but not on a CPU counts as waiting. */
+  private sample(): void {
+    if (!this.watch) return;
+    if (this.sampled++ % 10 === 0) this.watch.refresh();
+    const at = performance.now();
+    const threads = threadStates(this.watch);
+    if (this.last) {
+      const dt = at - this.last.at;
+      for (const [id, now] of threads) {
+        const before = this.last.threads.get(id);
+        if (before && before.state === 'R' && now.state === 'R') this.serverWaitMs += Math.max(0, dt - (now.cpuMs - before.cpuMs));
+      }
+    }
+    this.last = { at, threads };
+  }
+
+  /** Stops measuring (idempotent) and returns what was seen. */
+  stop(): Starvation {
+    if (!this.stopped) {
+      this.stopped = true;
+      clearTimeout(this.timer);
+      // A timer still not run though due: the loop was busy up to now.
+      this.graderLagMs = Math.max(this.graderLagMs, performance.now() - this.due);
+    }
+    let queued = 0;
+    if (this.watch) {
+      this.watch.refresh();
+      for (const [id, now] of this.watch.times() ?? []) queued += Math.max(0, now.waitMs - (this.startTimes.get(id)?.waitMs ?? 0));
+    }
+    return { serverWaitMs: Math.max(queued, this.serverWaitMs), graderLagMs: this.graderLagMs };
+  }
+}
+
+/** Every live thread of the watched servers: its state letter and CPU time so far in ms (schedstat). */
+function threadStates(watch: SchedWatch): Map<string, { state: string; cpuMs: number }> {
+  const out = new Map<string, { state: string; cpuMs: number }>();
+  for (const pid of watch.pidList()) {
+    for (const tid of threadsOf(pid)) {
+      try {
+        const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const cpuNs = Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+        out.set(`${pid}/${tid}`, { state: stat.charAt(stat.lastIndexOf(')') + 2), cpuMs: cpuNs / 1e6 });
+      } catch {
+        // the thread ended
+      }
+    }
+  }
+  return out;
 }

@@ -15,6 +15,8 @@ import { bwrapArgs, dropPrivileges, podHostname, prlimitArgs, sandboxOwner, with
 import { chownTree } from './safe-copy.js';
 import { CheckCgroup } from './cgroup.js';
 import { interpreterPath } from './prewarm.js';
+import { SchedWatch, StarveMeter, starvedFor, type Starvation } from './sched.js';
+import { Starved } from './gate.js';
 import { killGroup, procStat, readyTimeoutMs, spawnInGroup, stopGroup, waitUntilReady, type Ending } from './process.js';
 
 /** How a server is started: an executable and its arguments, run in the workspace. */
@@ -491,23 +493,44 @@ export async function startServer(options: StartOptions): Promise<ServerInstance
   const cwd = options.workspace;
   // The start time limit counts from the spawn, not from the wait for a slot.
   const release = await startSlot(options.priority ?? 0);
+  const timeoutMs = options.readyTimeoutMs ?? readyTimeoutMs();
+  let starvedTries = 0;
   try {
     for (let attempt = 1; ; attempt++) {
       const port = await freePort();
       const instance = spawnServer(options, port, cwd);
       try {
-        await waitReady(instance, options.readyTimeoutMs ?? readyTimeoutMs());
+        await waitReady(instance, timeoutMs);
         startCount++;
         return instance;
       } catch (err) {
         await instance.stop();
         // Another process took the free port between our probe and the bind: try another one.
         if (attempt < 3 && addressInUse(instance.output())) continue;
+        // The start limit ran out while the server or the grader was starved: it says
+        // nothing about the server. Started again, START_STARVED_TRIES times at most.
+        if (err instanceof StartStarved) {
+          if (++starvedTries < START_STARVED_TRIES) continue;
+          throw new Starved(t('check.startStarved', { server: instance.names.server, seconds: timeoutMs / 1000, tries: starvedTries, waited: Math.round(err.seen.serverWaitMs), lag: Math.round(err.seen.graderLagMs) }));
+        }
         throw err;
       }
     }
   } finally {
     release();
+  }
+}
+
+/**
+ * How many times a server is started when each start's limit ran out while it (or the
+ * grader) was starved (sched.ts starvedFor), before the step is inconclusive (gate.ts Starved).
+ */
+export const START_STARVED_TRIES = 2;
+
+/** A start whose limit ran out while the server or the grader was starved: what was seen. Internal to startServer. */
+class StartStarved extends Error {
+  constructor(readonly seen: Starvation) {
+    super('start starved');
   }
 }
 
@@ -714,25 +737,31 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
   const deadline = since + timeoutMs;
   const target = { label: instance.label, port: instance.port, socketPath: instance.socketPath };
   let lastAnswer = t('check.noHealth.never');
+  // Whether the server (its CPU wait) or the grader (its event loop) was starved while the limit ran.
+  const meter = new StarveMeter(new SchedWatch([{ pid: instance.pid, port: instance.port, dbPath: instance.dbPath }]));
   // The HTTP client loads while the server starts, not when the first health check is due.
   await delay(0);
   loadHttpClient();
   // The Python relay makes its socket once the server takes connections: until then a
   // look at the folder is cheaper than a request that fails. (The Node.js relay makes it at once.)
   while (instance.socketPath && !fs.existsSync(instance.socketPath) && !instance.hasExited && performance.now() < deadline) await delay(10);
-  const readiness = await waitUntilReady({
-    since,
-    timeoutMs,
-    ended: () => instance.hasExited,
-    probe: async () => {
-      const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
-      if (health.status === 200) return true;
-      if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
-      // Through a relay, a port nobody listens on closes the connection instead of refusing it.
-      else if (health.errorCode !== 'refused' && !(instance.socketPath && /other side closed|socket hang up|ECONNRESET|EPIPE/.test(health.error ?? ''))) lastAnswer = health.error ?? lastAnswer;
-      return false;
-    },
-  });
+  const probe = async () => {
+    const health = await send(target, 'GET', '/health', undefined, { connectMs: 500, answerMs: 2000 });
+    if (health.status === 200) return true;
+    if (health.status !== undefined) lastAnswer = t('check.noHealth.status', { status: health.status });
+    // Through a relay, a port nobody listens on closes the connection instead of refusing it.
+    else if (health.errorCode !== 'refused' && !(instance.socketPath && /other side closed|socket hang up|ECONNRESET|EPIPE/.test(health.error ?? ''))) lastAnswer = health.error ?? lastAnswer;
+    return false;
+  };
+  let readiness = await waitUntilReady({ since, timeoutMs, ended: () => instance.hasExited, probe });
+  const seen = meter.stop();
+  if (readiness === 'timeout' && starvedFor(seen, timeoutMs)) {
+    // The limit ran out while the server waited for a CPU or the grader could not look: one
+    // last look, then it is unclear (startServer starts it again), never the server's failure.
+    if (!instance.hasExited && (await probe())) return;
+    if (!instance.hasExited) throw new StartStarved(seen);
+    readiness = 'ended';
+  }
   if (readiness === 'ready') return;
   if (readiness === 'ended') {
     throw new ServerStartFailed(

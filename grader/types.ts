@@ -49,6 +49,12 @@ export interface Exchange {
   errorCode?: 'refused' | 'connect-timeout' | 'timeout' | 'failed';
   /** Wall time of the exchange in ms. */
   ms: number;
+  /**
+   * Set when the exchange ran out of time (errorCode timeout or connect-timeout) while the
+   * server was kept off a CPU or the grader's event loop lagged (sched.ts starvedFor): its
+   * missing answer says nothing about the server. Both figures in ms, and the bound that ran out.
+   */
+  starved?: { serverWaitMs: number; graderLagMs: number; boundMs: number };
 }
 
 /** pass: the step is done; fail: the learner has work to do; error: the grader itself could not grade. */

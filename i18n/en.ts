@@ -796,6 +796,8 @@ export const en = {
   'cli.restore.already': '{files} already read as in {dir}: nothing to put back.',
   'cli.restore.undo': 'What the restore replaced is in {dir}; idem-lab restore {name} puts it back (idem-lab restore alone puts back the same backup again, and changes nothing).',
   'watch.changedDuring': '{files} changed while it was checked (a save still being written?): that verdict is about a version no longer there, so it is not kept. Checking again.',
+  'check.startStarved': 'inconclusive: the machine was too busy: {server} did not answer GET /health within {seconds} s, {tries} starts in a row, while it was kept off a CPU ({waited} ms waiting for one) or the grader itself stalled ({lag} ms); run the check again on a quieter machine',
+  'check.requestStarved': 'inconclusive: the machine was too busy: {request} got no answer within {seconds} s while the server was kept off a CPU ({waited} ms waiting for one) or the grader itself stalled ({lag} ms); run the check again on a quieter machine',
 } as const;
 
 /** A message's key. */

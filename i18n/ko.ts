@@ -778,4 +778,6 @@ export const ko: Record<MessageKey, string> = {
   'cli.restore.already': '{files} 파일은 이미 {dir} 폴더의 것과 같습니다. 되살릴 것이 없습니다.',
   'cli.restore.undo': '되살리면서 바뀐 파일의 복사본은 {dir} 폴더에 있습니다. idem-lab restore {name} 명령으로 되돌립니다(idem-lab restore만 다시 실행하면 같은 백업을 되살리므로 아무것도 바뀌지 않습니다).',
   'watch.changedDuring': '채점하는 동안 {files} 파일이 바뀌었습니다(아직 저장 중이었나요?). 그 결과는 지금은 없는 버전에 대한 것이라 남기지 않고, 다시 채점합니다.',
+  'check.startStarved': '판정 불가: 컴퓨터가 너무 바빴습니다. {server} 서버가 {tries}번 연달아 {seconds}초 안에 GET /health에 답하지 않았는데, 그동안 CPU를 받지 못했거나({waited} ms 대기) 채점기 자신이 멈췄습니다({lag} ms). 더 한가한 컴퓨터에서 다시 검사하세요',
+  'check.requestStarved': '판정 불가: 컴퓨터가 너무 바빴습니다. {request} 요청이 {seconds}초 안에 응답을 받지 못했는데, 그동안 서버가 CPU를 받지 못했거나({waited} ms 대기) 채점기 자신이 멈췄습니다({lag} ms). 더 한가한 컴퓨터에서 다시 검사하세요',
 };

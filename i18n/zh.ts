@@ -778,4 +778,6 @@ export const zh: Record<MessageKey, string> = {
   'cli.restore.already': '{files} 已经和 {dir} 里的一样，没有要取回的。',
   'cli.restore.undo': '取回时被替换的文件已复制到 {dir}；idem-lab restore {name} 可以撤销这次取回（只运行 idem-lab restore 会再取回同一个备份，什么也不变）。',
   'watch.changedDuring': '检查期间 {files} 被改动了（还在保存中？）：那个结果针对的是已经不存在的版本，不保留，重新检查。',
+  'check.startStarved': '无法判定：机器太忙：{server} 连续 {tries} 次启动都没有在 {seconds} 秒内以 200 响应 GET /health，而这期间它得不到 CPU（等待了 {waited} 毫秒）或评分器自己停顿了（{lag} 毫秒）；请在较空闲的机器上重新检查',
+  'check.requestStarved': '无法判定：机器太忙：{request} 在 {seconds} 秒内没有得到响应，而这期间服务器得不到 CPU（等待了 {waited} 毫秒）或评分器自己停顿了（{lag} 毫秒）；请在较空闲的机器上重新检查',
 };

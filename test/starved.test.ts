@@ -1,0 +1,154 @@
+/**
+ * A start or request bound that runs out while the machine starved the server (kept it off a
+ * CPU) or the grader (its event loop stalled) says nothing about the server: it is tried
+ * again and, still unclear, reported inconclusive (exit 2), never the learner's failure;
+ * while a server that sleeps, hangs or stops itself still fails every time.
+ *
+ * The starvation is made, not waited for: the grader's loop is blocked by this test once the
+ * server has begun (a marker file it writes), and a server's CPU is cut to 1 ms a second by
+ * a cgroup (v1 cpu controller, cfs quota; root only, skipped elsewhere) that the server
+ * joins itself, before its start or inside its /pay.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterEach, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { grade } from '../grader/engine.js';
+import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
+import { FIXTURES_DIR, serverSource } from '../fixtures/build.js';
+import { selectSteps } from '../steps/index.js';
+import type { StepResult } from '../grader/types.js';
+import { serversUnder, tempDir } from './support.js';
+
+const saved = { ...process.env };
+afterEach(() => {
+  for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name];
+  Object.assign(process.env, saved);
+  assert.equal(runningServerCount(), 0, 'every server the grader started was stopped');
+});
+
+/** Grades one step of `source` as server.py in a folder of its own; `during` runs beside the grading with that folder. */
+async function gradeServer(source: string, stepId: string, during?: (dir: string) => void): Promise<StepResult> {
+  const tmp = tempDir('idem-lab-starved-');
+  const copies = path.join(tmp.dir, 'tmp');
+  fs.mkdirSync(copies);
+  process.env.TMPDIR = copies;
+  try {
+    fs.writeFileSync(path.join(tmp.dir, 'server.py'), source);
+    during?.(tmp.dir);
+    const [result] = await grade({ workspace: tmp.dir, steps: selectSteps([stepId]), command: await resolveInterpreter(DEFAULT_COMMAND, tmp.dir) });
+    assert.deepEqual(serversUnder(copies), [], 'no process of the server is left running');
+    return result;
+  } finally {
+    tmp.remove();
+  }
+}
+
+/** The reference server, made to write `marker` (an absolute path) as it begins and sleep `sleepS` seconds before it listens. */
+function slowStarter(marker: string, sleepS: number): string {
+  return `import os, time\nopen(${JSON.stringify(marker)}, "w").close()\ntime.sleep(${sleepS})\n${serverSource('reference')}`;
+}
+
+/** Blocks this process's event loop for `ms` ms (the grader is in this process): the grader starved. */
+function blockLoop(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    // busy
+  }
+}
+
+test("a start limit that runs out while the grader's own event loop was stalled is not the server's failure: one more look finds it up", async () => {
+  process.env.IDEM_LAB_START_TIMEOUT_MS = '1200';
+  const marker = path.join(fs.mkdtempSync('/tmp/idem-starved-'), 'began');
+  let watcher: NodeJS.Timeout | undefined;
+  try {
+    const result = await gradeServer(slowStarter(marker, 0.8), '02', () => {
+      // Once the server has begun (the limit is running), the grader stalls past the limit;
+      // the server comes up meanwhile (it sleeps 0.8 s, then listens).
+      watcher = setInterval(() => {
+        if (!fs.existsSync(marker)) return;
+        clearInterval(watcher);
+        blockLoop(2500);
+      }, 5);
+    });
+    assert.ok(fs.existsSync(marker), 'the server began while the grader was waiting');
+    assert.equal(result.status, 'pass', `${result.message}`);
+  } finally {
+    clearInterval(watcher);
+    fs.rmSync(path.dirname(marker), { recursive: true, force: true });
+  }
+});
+
+test('a server that stops itself (SIGSTOP) before it listens still fails: a stopped server waits for no CPU, it is its own doing', async () => {
+  process.env.IDEM_LAB_START_TIMEOUT_MS = '1500';
+  const result = await gradeServer(`import os, signal\nprint("stopping myself", flush=True)\nos.kill(os.getpid(), signal.SIGSTOP)\n${serverSource('reference')}`, '02');
+  assert.equal(result.status, 'fail', result.message);
+  assert.equal(result.inconclusive, undefined);
+  assert.match(result.message, /did not answer GET \/health with 200 on 127\.0\.0\.1:\d+ within 1\.5 s/);
+});
+
+test('a server that never listens (it sleeps) still fails the start limit, every try the same', async () => {
+  process.env.IDEM_LAB_START_TIMEOUT_MS = '1500';
+  const source = fs.readFileSync(path.join(FIXTURES_DIR, 'misbehaving', 'never-listens', 'server.py'), 'utf8');
+  const result = await gradeServer(source, '02');
+  assert.equal(result.status, 'fail', result.message);
+  assert.match(result.message, /did not answer GET \/health with 200 on 127\.0\.0\.1:\d+ within 1\.5 s/);
+});
+
+/** A cpu cgroup (v1) with 1 ms of CPU a second, or undefined where none can be made (not root, cgroup v2 only). */
+function throttledCgroup(): { procs: string; remove(): void } | undefined {
+  const root = '/sys/fs/cgroup/cpu';
+  if (process.getuid?.() !== 0 || !fs.existsSync(path.join(root, 'cpu.cfs_quota_us'))) return undefined;
+  const dir = path.join(root, `idem-starved-${process.pid}-${Math.random().toString(16).slice(2, 8)}`);
+  try {
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, 'cpu.cfs_period_us'), '1000000');
+    fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), '1000');
+  } catch {
+    return undefined;
+  }
+  return {
+    procs: path.join(dir, 'cgroup.procs'),
+    remove: () => {
+      // Its processes are gone (the grader stopped them); the kernel lets an empty group go.
+      for (let i = 0; i < 50; i++) {
+        try {
+          fs.rmdirSync(dir);
+          return;
+        } catch {
+          blockLoop(20);
+        }
+      }
+    },
+  };
+}
+
+const cgroup = throttledCgroup();
+
+test('a server kept off the CPU (a cgroup quota of 1 ms a second) while it starts is inconclusive after its retries, never failed', { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  process.env.IDEM_LAB_START_TIMEOUT_MS = '1500';
+  const source = `import os\nopen(${JSON.stringify(cgroup!.procs)}, "w").write(str(os.getpid()))\n${serverSource('reference')}`;
+  const result = await gradeServer(source, '02');
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: the machine was too busy: server\.py did not answer GET \/health within 1\.5 s, 2 starts in a row/);
+});
+
+test('a /pay kept off the CPU (the server joins the 1 ms a second cgroup on its first payment) is inconclusive; one that hangs asleep still fails', { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  process.env.IDEM_LAB_REQUEST_TIMEOUT_MS = '1500';
+  const join = `\n_joined = False\n_handle_pay = handle_pay\ndef handle_pay(key, payload):\n    global _joined\n    if not _joined:\n        _joined = True\n        open(${JSON.stringify(cgroup!.procs)}, "w").write(str(os.getpid()))\n        sum(range(10**7))\n    return _handle_pay(key, payload)\n`;
+  const main = 'if __name__ == "__main__":';
+  const reference = serverSource('reference');
+  const at = reference.lastIndexOf(main);
+  const source = `${reference.slice(0, at)}${join}\n\n${reference.slice(at)}`;
+  assert.match(source, /def handle_pay\(key, payload\):\n    global _joined/);
+  const result = await gradeServer(source, '02');
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: the machine was too busy: POST \/pay to server A with key "[0-9a-f-]{36}" got no answer within 1\.5 s while the server was kept off a CPU/);
+  const hangs = await gradeServer(fs.readFileSync(path.join(FIXTURES_DIR, 'misbehaving', 'pay-hangs', 'server.py'), 'utf8'), '02');
+  assert.equal(hangs.status, 'fail', hangs.message);
+  assert.match(hangs.message, /got no answer: no answer within 1500 ms\.$/);
+});
+
+test.after(() => cgroup?.remove());
