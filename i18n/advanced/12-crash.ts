@@ -44,6 +44,7 @@ export const en = {
   'step.12.notTried.answered': '{request} was answered {status}, not 201, while it was being recorded.',
   'step.12.writeBehind': '{request} was answered 201 (payment {id}) before its ledger row was written: the grader held the statements it ran after charge() returned, and the answer came anyway. Killed right after that answer, the database holds no ledger row for key {key}, though the provider moved the money.',
   'step.12.writeBehind.why': 'A 201 tells the client the payment is done and recorded. A server that answers first and writes afterwards loses the shop\'s record of money that moved when it dies in between, and a retry is then given another payment or none: write the ledger row (and the record) before answering.',
+  'step.12.slowPayment': 'inconclusive: the take-over came late, but a new payment on the same server then took {ms} ms to answer: the machine was too busy to tell a late take-over from a slow one; run the check again on a quieter machine',
 } as const;
 
 /** 한국어. */
@@ -92,6 +93,7 @@ export const ko: Record<keyof typeof en, string> = {
   'step.12.notTried.answered': '기록하는 도중에 {request}에 201이 아니라 {status} 응답이 왔습니다.',
   'step.12.writeBehind': '서버는 원장 행을 쓰기 전에 {request}에 201로 답했습니다(결제 {id}). 채점기가 charge()가 돌아온 뒤의 문장들을 붙잡고 있었는데도 응답이 왔습니다. 그 응답 직후에 서버를 죽이니, 결제사는 돈을 옮겼는데 데이터베이스에는 키 {key}의 원장 행이 없습니다.',
   'step.12.writeBehind.why': '201은 결제가 끝났고 기록되었다는 약속입니다. 먼저 응답하고 나중에 쓰는 서버는 그 사이에 죽으면 옮겨진 돈에 대한 가게의 기록을 잃고, 재시도는 다른 결제를 받거나 아무것도 받지 못합니다. 응답하기 전에 원장 행(과 레코드)을 쓰세요.',
+  'step.12.slowPayment': '판정 불가: 넘겨받기가 늦었지만, 이어서 같은 서버에 보낸 새 결제의 응답에도 {ms} ms가 걸렸습니다. 컴퓨터가 너무 바빠 늦은 넘겨받기와 느린 넘겨받기를 가릴 수 없습니다. 더 한가한 컴퓨터에서 다시 검사하세요',
 };
 
 /** 中文。 */
@@ -140,4 +142,5 @@ export const zh: Record<keyof typeof en, string> = {
   'step.12.notTried.answered': '{request} 在记录途中得到的是 {status}，不是 201。',
   'step.12.writeBehind': '服务器在写下账本行之前就用 201 响应了 {request}（支付 {id}）：评分器扣住了它在 charge() 返回之后执行的语句，响应却照样来了。在这次响应之后立刻杀掉它，数据库里没有键 {key} 的账本行，而支付服务商已经转走了钱。',
   'step.12.writeBehind.why': '201 告诉客户端这笔支付已完成并已记录。先响应、后写入的服务器若在中间崩溃，就会丢掉商店对已转出的钱的记录，之后的重试会得到另一笔支付，或什么也得不到：在响应之前写下账本行（以及记录）。',
+  'step.12.slowPayment': '无法判定：接管来得晚，但随后向同一服务器发送的新支付也用了 {ms} 毫秒才得到响应：机器太忙，分不清接管是迟了还是慢了；请在较空闲的机器上重新检查',
 };

@@ -314,15 +314,19 @@ async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req:
  * - a try that was kept waiting (LATE_TAKEOVER - 1) times IDEM_LOCK_S after the claim was
  *   abandoned (or after it was sent, if later) fails only when neither the grader's event
  *   loop nor the server's threads were kept waiting for a CPU meanwhile (sched.ts); else
- *   the step is inconclusive (exit 2), never the learner's failure. This one is still a
- *   judgement of time: the run-queue time of threads that ended (each request's own) is
- *   gone from /proc, so a correct take-over starved on a busy machine can still fail it
- *   (the soak saw 2 in 6 under four busy loops and two checks at once). A server that waits
- *   in a poll loop decides out of the grader's sight; judging it causally needs its polls'
- *   statements at the database's gate.
+ *   the step is inconclusive (exit 2), never the learner's failure. The try's wait ends
+ *   when its take-over charge reached the provider's gate (`takeoverAt`), when that came
+ *   while it waited: the charge and the writes after it are not the server's deciding. This
+ *   one is still a judgement of time: the run-queue time of threads that ended (each
+ *   request's own) is gone from /proc, so before failing it the step times a new payment on
+ *   the same server (`yardstick`, ms): a wait that the server's own time for a payment
+ *   could explain is inconclusive, not late (a full run at load 11 saw a correct take-over
+ *   answered 5.9 s after the claim, IDEM_LOCK_S 2). A server that waits in a poll loop
+ *   decides out of the grader's sight; judging it causally needs its polls' statements at
+ *   the database's gate.
  * @throws CheckFailed naming the late try; Inconclusive when the machine was too busy to tell
  */
-function judgeTakeover(
+async function judgeTakeover(
   tries: Exchange[],
   sentAt: number[],
   answeredAt: number[],
@@ -331,7 +335,9 @@ function judgeTakeover(
   starved: { waitedMs(): number },
   lost: Exchange,
   last: Exchange,
-): void {
+  takeoverAt: number | undefined,
+  yardstick: () => Promise<number>,
+): Promise<void> {
   const lockMs = CRASH_LOCK_S * 1000;
   const fail = (i: number, times: number) =>
     new CheckFailed(
@@ -341,11 +347,15 @@ function judgeTakeover(
     );
   const told409 = tries.findIndex((e, i) => e.status === 409 && sentAt[i] - chargedAt >= TOLD_409_LATE * lockMs);
   if (told409 >= 0) throw fail(told409, TOLD_409_LATE);
-  const waited = tries.findIndex((_, i) => answeredAt[i] - Math.max(sentAt[i], chargedAt + lockMs) >= (LATE_TAKEOVER - 1) * lockMs);
+  const decidedAt = (i: number) => (takeoverAt !== undefined && takeoverAt >= sentAt[i] && takeoverAt <= answeredAt[i] ? takeoverAt : answeredAt[i]);
+  const waitedMs = (i: number) => decidedAt(i) - Math.max(sentAt[i], chargedAt + lockMs);
+  const waited = tries.findIndex((_, i) => waitedMs(i) >= (LATE_TAKEOVER - 1) * lockMs);
   if (waited < 0) return;
   if (lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
   const queued = starved.waitedMs();
   if (queued >= STARVED_QUEUE_MS) throw new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) }));
+  const own = await yardstick();
+  if (waitedMs(waited) - own < (LATE_TAKEOVER - 1) * lockMs) throw new Inconclusive(t('step.12.slowPayment', { ms: Math.round(own) }));
   throw fail(waited, LATE_TAKEOVER);
 }
 
@@ -398,7 +408,15 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
   }
   expectStatus(last, 201, t('step.12.retryStatus', { status: String(last.status) }), t('step.12.stuck.why'));
   paymentOf(last);
-  judgeTakeover(tries, sentAt, answeredAt, chargedAt, lag, starved, lost, last);
+  // The take-over's own charge (none when the crashed one had returned and was recorded): when it reached the provider's gate.
+  const takeoverAt = ctx.gate(b).charges.find((c) => c.user === req.body.user && c.amount === req.body.amount && c.startedAt >= started)?.startedAt;
+  const yardstick = async () => {
+    const data = ctx.data.fork('crash-yardstick');
+    const sent = performance.now();
+    await ctx.pay(b, { key: data.key(), body: data.payment() });
+    return performance.now() - sent;
+  };
+  await judgeTakeover(tries, sentAt, answeredAt, chargedAt, lag, starved, lost, last, takeoverAt, yardstick);
   const why = t(point === 'before' ? 'step.12.onceBefore.why' : point === 'returned' ? 'step.12.onceReturned.why' : 'step.12.once.why');
   if (point === 'before' && chargesOf(ctx, req.body, b).length === 0) {
     throw new CheckFailed(t('step.12.takeoverUnpaid', { server: b.label }), why, { exchanges: [lost, last] });
