@@ -48,8 +48,11 @@ test('a process is spawned as the leader of its own group; a child it forks is i
 });
 
 test('a process that ignores SIGTERM gets SIGKILL once the grace period is over; grace 0 kills at once without SIGTERM', async () => {
-  const stubborn = `import signal, sys, time
-signal.signal(signal.SIGTERM, lambda *_: print("got SIGTERM", flush=True))
+  // The handler writes with os.write: a print() there raises "reentrant call inside
+  // BufferedWriter" (exit 1) when SIGTERM comes while print("ready") is still inside its
+  // flush, after its bytes reached the pipe (1 run in 40 here).
+  const stubborn = `import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: os.write(1, b"got SIGTERM\\n"))
 print("ready", flush=True)
 time.sleep(60)`;
   for (const graceMs of [300, 0]) {

@@ -143,9 +143,18 @@ test('a start interrupted (Ctrl-C) while it waits for the server leaves a server
     start.kill('SIGINT');
     const run = await start;
     assert.notEqual(run.exitCode, 0, 'the interrupted start did not report success');
-    // (an interpreter shim such as pyenv's forks helpers for a moment before it becomes python)
-    // Under a loaded machine (two test files at once) the shim's forks can take seconds: a bound of 20 s.
-    for (let i = 0; i < 800 && serversUnder(ws.dir).length !== 1; i++) await delay(25);
+    // An interpreter shim such as pyenv's is a shell that forks helpers (their command lines
+    // name server.py too) before it execs python: a moment with one such process says
+    // nothing (a full run saw the next look find a fork). Wait until the recorded process is
+    // python itself and alone; a bound of 20 s for a loaded machine.
+    const isPython = (pid: number) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('python');
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 800 && !(isPython(recorded) && serversUnder(ws.dir).length === 1); i++) await delay(25);
     assert.deepEqual(serversUnder(ws.dir), [recorded], 'the server runs, and it is the recorded one');
     const stop = await runCli(['stop', '--dir', ws.dir]);
     assert.match(stop.stdout, new RegExp(`Stopped the payment server \\(pid ${recorded}\\)`));
