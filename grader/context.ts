@@ -13,7 +13,7 @@ import { removeUnsafe, renewFile } from './safe-copy.js';
 import { sandboxOwner } from './sandbox.js';
 import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED } from './workspace-image.js';
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
-import { openGate, type ProviderGate } from './gate.js';
+import { openGate, type GateDecision, type ProviderGate } from './gate.js';
 import { lockstep, type Lockstep } from './lockstep.js';
 import { SchedWatch, StarveMeter, starvedFor } from './sched.js';
 import { checkTimeouts } from './http.js';
@@ -461,6 +461,16 @@ export class LiveContext {
     const gate = this.gates.get(of);
     if (!gate) throw new Error(`gate: server ${of.label} is not of this check`);
     return gate;
+  }
+
+  /**
+   * What the grader decided at each instance's gate so far (gate.ts GateDecision: which
+   * charges it held and let go together, which statements it let run in each wave), by
+   * the instance's label. With the same seed, a check run again decides
+   * the same (test/seed-replay.test.ts); nothing in it is a time.
+   */
+  gateDecisions(): Record<string, GateDecision[]> {
+    return Object.fromEntries(this.servers.map((s) => [s.label, [...this.gate(s).decisions]]));
   }
 
   /**
