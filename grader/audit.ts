@@ -129,10 +129,12 @@ function rowMatches(row: LedgerRow, p: Payment): boolean {
 export function auditPayments(ctx: LiveContext): void {
   // Every success must be a payment as the contract writes it, for what was sent.
   for (const exchange of ctx.exchanges) if (exchange.status === 201 && bodyOf(exchange)) paymentOf(exchange);
+  // A part the grader gave up on without a verdict is the grader's: its requests, charges and rows are left out (LiveContext.leftOut).
+  const judged = (body: Body | undefined) => body === undefined || !ctx.leftOut.has(bodyId(body));
   for (const db of ctx.databases()) {
-    const { payments, refused } = paymentsOf(db.exchanges, ctx.keylessGrouping);
-    auditStatement(db, payments, refused);
-    auditLedger(ctx, db, payments);
+    const { payments, refused } = paymentsOf(db.exchanges.filter((e) => judged(bodyOf(e))), ctx.keylessGrouping);
+    auditStatement(db, payments, refused, judged);
+    auditLedger(ctx, db, payments, judged);
     auditReplayHeader(payments, refused);
   }
 }
@@ -173,10 +175,10 @@ function auditReplayHeader(payments: Payment[], refused: Map<string, Exchange[]>
   }
 }
 
-function auditStatement(db: CheckDatabase, payments: Payment[], refused: Map<string, Exchange[]>): void {
+function auditStatement(db: CheckDatabase, payments: Payment[], refused: Map<string, Exchange[]>, judged: (body: Body) => boolean): void {
   // One read of the statement: its charges, and its lines that are not charges.
   const statement = readStatementLines(db.providerLog);
-  const charges = statement?.charges;
+  const charges = statement?.charges.filter((c) => judged({ user: c.user, amount: c.amount }));
   if (charges === undefined) {
     if (payments.length === 0) return;
     throw new CheckFailed(t('check.audit.noStatement', { log: db.providerLog, count: payments.length }), t('check.audit.noStatement.why'), {
@@ -234,9 +236,9 @@ function sameBody(exchange: Exchange, row: LedgerRow): boolean {
   return body !== undefined && body.user === row.user && body.amount === row.amount;
 }
 
-function auditLedger(ctx: LiveContext, db: CheckDatabase & { exchanges: Exchange[] }, payments: Payment[]): void {
+function auditLedger(ctx: LiveContext, db: CheckDatabase & { exchanges: Exchange[] }, payments: Payment[], judged: (body: Body) => boolean): void {
   // Rows the check wrote itself (LiveContext.seedLedgerRow) are no payment of the server's.
-  const rows = ctx.ledger(db).filter((row) => row.idempotency_key === null || !ctx.seededKeys.has(row.idempotency_key));
+  const rows = ctx.ledger(db).filter((row) => (row.idempotency_key === null || !ctx.seededKeys.has(row.idempotency_key)) && judged({ user: row.user, amount: row.amount }));
   const unmatched = [...rows];
   for (const p of payments) {
     const i = unmatched.findIndex((row) => rowMatches(row, p));

@@ -13,7 +13,7 @@ import { removeUnsafe, renewFile } from './safe-copy.js';
 import { sandboxOwner } from './sandbox.js';
 import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED } from './workspace-image.js';
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
-import { openGate, type ProviderGate } from './gate.js';
+import { openGate, type GateDecision, type ProviderGate } from './gate.js';
 import { lockstep, type Lockstep } from './lockstep.js';
 import { SchedWatch, StarveMeter, starvedFor } from './sched.js';
 import { checkTimeouts } from './http.js';
@@ -122,6 +122,14 @@ export class LiveContext {
   overrun: CheckFailed | undefined;
   /** Each instance's provider gate (gate.ts), and every gate opened, closed by stopAll. */
   private readonly gates = new Map<ServerInstance, ProviderGate>();
+  /**
+   * Payment bodies (`user`, NUL, `amount`) the final audit (audit.ts) leaves out: the
+   * requests sent with them, and the charges and ledger rows of their user and amount. A
+   * part of the check the grader gave up on without a verdict (a try it could not judge,
+   * the machine too busy) leaves requests of its own in flight or unanswered: they are the
+   * grader's, judged by nothing (see leaveOut).
+   */
+  readonly leftOut = new Set<string>();
   /** The keys of the ledger rows the check wrote itself (seedLedgerRow): the final audit (audit.ts) takes them for no payment of the server's. */
   readonly seededKeys = new Set<string>();
   private readonly openGates: ProviderGate[] = [];
@@ -464,6 +472,16 @@ export class LiveContext {
   }
 
   /**
+   * What the grader decided at each instance's gate so far (gate.ts GateDecision: which
+   * charges it held and let go together, which statements it let run in each wave), by
+   * the instance's label. With the same seed, a check run again decides
+   * the same (test/seed-replay.test.ts); nothing in it is a time.
+   */
+  gateDecisions(): Record<string, GateDecision[]> {
+    return Object.fromEntries(this.servers.map((s) => [s.label, [...this.gate(s).decisions]]));
+  }
+
+  /**
    * Starts a lockstep over instances of this check started with `dbGate` (lockstep.ts):
    * their statements outside a transaction run in waves until stop().
    * The first wave waits for Lockstep.arm() (call it once the round's requests are written).
@@ -484,6 +502,15 @@ export class LiveContext {
    */
   serverOutput(labels?: string[]): string {
     return labelledOutput(this.servers.filter((s) => labels === undefined || labels.length === 0 || labels.includes(s.label)));
+  }
+
+  /**
+   * Leaves the requests sent with `bodies`, and the charges and ledger rows of their user
+   * and amount, out of the final audit (leftOut): only for a part of the check given up on
+   * without a verdict, whose bodies no other part sent (seeded bodies never repeat).
+   */
+  leaveOut(bodies: Iterable<{ user: string; amount: number }>): void {
+    for (const b of bodies) this.leftOut.add(`${b.user}\0${b.amount}`);
   }
 
   /** A key no earlier request of this check used, from the seed: a UUID. */

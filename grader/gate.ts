@@ -80,6 +80,32 @@ export interface StatementHold {
   release(): void;
 }
 
+/**
+ * One decision the grader made at a gate, as the gate's `decisions` log keeps it, so that a
+ * seed's run can be compared with another run of the same seed (test/seed-replay.test.ts)
+ * and a failure can say what the grader held:
+ * - `let-go`: a hold on charges was released; `charges` are the charges it held then
+ *   (`user amount` and the provider's key when given, sorted: charges that reach the gate
+ *   together come in any order), `point` where they waited;
+ * - `wave`: statements let run together (a lockstep's wave, or a check's chosen few);
+ *   `statements` are their texts (the first 200 characters), sorted;
+ * - `pass`: a statement hold stopped holding (released, or passing every later statement
+ *   through); `statements` are the texts of those still waiting then, sorted.
+ * Nothing timed is kept: when a decision came is the order of the log, not a clock.
+ */
+export type GateDecision =
+  | { kind: 'let-go'; point: GatePoint; charges: string[] }
+  | { kind: 'wave'; statements: string[] }
+  | { kind: 'pass'; statements: string[] };
+
+/** How many decisions a gate's log keeps at most (later ones are dropped). */
+const MAX_DECISIONS = 10_000;
+
+/** A charge as a gate decision names it: `user amount`, and ` key K` when charge() was given the provider's key. */
+export function chargeName(c: Pick<GateCharge, 'user' | 'amount' | 'key'>): string {
+  return `${JSON.stringify(c.user)} ${c.amount}${c.key === undefined ? '' : ` key ${JSON.stringify(c.key)}`}`;
+}
+
 /** A check's hold on the charges that match it, at one point, until released. */
 export interface Hold {
   /** The charges held (waiting at the hold's point), in the order they came. */
@@ -126,6 +152,8 @@ export class ProviderGate {
   readonly statements: GateStatement[] = [];
   private readonly statementSockets = new Map<GateStatement, net.Socket>();
   private statementHold: { active: boolean; pass: boolean; waiting: GateStatement[] } | undefined;
+  /** What the grader decided at this gate, in order (see GateDecision); at most MAX_DECISIONS. */
+  readonly decisions: GateDecision[] = [];
 
   constructor(socketPath: string, server: net.Server) {
     this.socketPath = socketPath;
@@ -147,6 +175,7 @@ export class ProviderGate {
       release: () => {
         if (state.released) return;
         state.released = true;
+        if (state.held.length > 0) this.decided({ kind: 'let-go', point, charges: state.held.map(chargeName).sort() });
         for (const c of state.held) this.decide(c);
       },
     };
@@ -160,26 +189,38 @@ export class ProviderGate {
    * call replaces the first, which is released.
    */
   holdStatements(): StatementHold {
-    this.statementHold?.waiting.splice(0).forEach((st) => this.letRun(st));
+    const before = this.statementHold;
+    if (before && before.waiting.length > 0) this.decided({ kind: 'pass', statements: before.waiting.map((st) => st.sql).sort() });
+    before?.waiting.splice(0).forEach((st) => this.letRun(st));
     const state = { active: true, pass: false, waiting: [] as GateStatement[] };
     this.statementHold = state;
+    const letAllRun = () => {
+      if (state.waiting.length > 0) this.decided({ kind: 'pass', statements: state.waiting.map((st) => st.sql).sort() });
+      for (const st of state.waiting.splice(0)) this.letRun(st);
+    };
     return {
       waiting: () => [...state.waiting],
       releaseWave: (which?: (st: GateStatement) => boolean) => {
         const wave = which ? state.waiting.filter(which) : state.waiting.slice();
         state.waiting = state.waiting.filter((st) => !wave.includes(st));
+        if (wave.length > 0) this.decided({ kind: 'wave', statements: wave.map((st) => st.sql).sort() });
         for (const st of wave) this.letRun(st);
         return wave.length;
       },
       passThrough: () => {
         state.pass = true;
-        for (const st of state.waiting.splice(0)) this.letRun(st);
+        letAllRun();
       },
       release: () => {
         state.active = false;
-        for (const st of state.waiting.splice(0)) this.letRun(st);
+        letAllRun();
       },
     };
+  }
+
+  /** Keeps a decision in the log (see GateDecision), while it holds fewer than MAX_DECISIONS. */
+  private decided(decision: GateDecision): void {
+    if (this.decisions.length < MAX_DECISIONS) this.decisions.push(decision);
   }
 
   /** Calls `listener` on every report the gate gets (a charge, a statement, a closed connection) until the returned function is called. */

@@ -96,9 +96,14 @@ export async function raceRound(
   const at = where(servers);
   const rows = rowsForKey(ctx.ledger(servers[0]), key);
   const charges = (ctx.charges(servers[0]) ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
+  // What the grader did to force the interleaving and what the provider then did, named in each failure of the round.
+  const seenFacts = { key: JSON.stringify(key), charges: charges.length };
+  const seen =
+    (options.lockDatabase ? t('check.race.seen.locked', { ...seenFacts, ms: LOCK_HOLD_MS }) : '') +
+    (waves ? t('check.race.seen.waves', { ...seenFacts, waves: waves.waves.length, statements: waves.waves.reduce((sum, n) => sum + n, 0) }) : '');
   if (rows.length > 1 || charges.length > 1) {
     throw new CheckFailed(
-      t('check.race.doubled', { name, charges: charges.length, rows: rows.length, size: RACE_SIZE, where: at }),
+      t('check.race.doubled', { name, charges: charges.length, rows: rows.length, size: RACE_SIZE, where: at }) + seen,
       doubledWhy(exchanges, charges.length),
       { exchanges, ledger: rows, details: charges.map(describeCharge) },
     );
@@ -108,7 +113,7 @@ export async function raceRound(
   if (unanswered.length > 0 && unanswered.every((e) => e.starved)) throw starvedExchange(unanswered[0]);
   if (unanswered.length > 0) {
     throw new Unanswered(
-      t('check.race.unanswered', { name, count: unanswered.length, size: RACE_SIZE, where: at, error: String(unanswered[0].error) }),
+      t('check.race.unanswered', { name, count: unanswered.length, size: RACE_SIZE, where: at, error: String(unanswered[0].error) }) + seen,
       t('check.race.unanswered.why'),
       { exchanges: unanswered },
     );
@@ -116,19 +121,19 @@ export async function raceRound(
   const broken = exchanges.filter((e) => e.status !== 201 && e.status !== 409);
   if (broken.length > 0) {
     throw new CheckFailed(
-      t('check.race.broken', { name, size: RACE_SIZE, where: at, count: broken.length, status: String(broken[0].status), ms: broken[0].ms }),
+      t('check.race.broken', { name, size: RACE_SIZE, where: at, count: broken.length, status: String(broken[0].status), ms: broken[0].ms }) + seen,
       t('check.race.broken.why'),
       { exchanges: broken },
     );
   }
   const successes = exchanges.filter((e) => e.status === 201);
   if (successes.length === 0) {
-    throw new CheckFailed(t('check.race.noSuccess', { name, size: RACE_SIZE, where: at }), t('check.race.noSuccess.why'), { exchanges });
+    throw new CheckFailed(t('check.race.noSuccess', { name, size: RACE_SIZE, where: at }) + seen, t('check.race.noSuccess.why'), { exchanges });
   }
   const firstBody = responseJson(successes[0]);
   const different = successes.filter((e) => !isDeepStrictEqual(responseJson(e), firstBody));
   if (different.length > 0) {
-    throw new CheckFailed(t('check.race.different', { name, count: successes.length, where: at }), t('check.race.different.why'), {
+    throw new CheckFailed(t('check.race.different', { name, count: successes.length, where: at }) + seen, t('check.race.different.why'), {
       exchanges: [successes[0], ...different],
     });
   }

@@ -99,3 +99,50 @@ test('a statement whose connection closes while held leaves the hold', async () 
     gate.close();
   }
 });
+
+test("the gate's log keeps what the grader decided, without times: charges let go together (sorted), each wave's statements (sorted), those let run when a hold ends", async () => {
+  const gate = await openGate();
+  try {
+    // Two charges, held at their start, reported in either order.
+    const charges = [
+      { user: 'zoe_20000', amount: 300, key: 'k2' },
+      { user: 'ana_10000', amount: 100 },
+    ];
+    const hold = gate.hold();
+    const sockets = charges.map((c) => {
+      const socket = net.connect(gate.socketPath);
+      socket.write(JSON.stringify({ point: 'start', ...c, pid: 1 }) + '\n');
+      return socket;
+    });
+    assert.ok(await gate.until((cs) => cs.length === 2, 10_000), 'both charges reached the gate');
+    assert.deepEqual(gate.decisions, [], 'holding is no decision yet: letting go is');
+    hold.release();
+    assert.deepEqual(gate.decisions, [{ kind: 'let-go', point: 'start', charges: ['"ana_10000" 100', '"zoe_20000" 300 key "k2"'] }]);
+    hold.release();
+    assert.equal(gate.decisions.length, 1, 'a hold is let go once');
+    for (const s of sockets) s.destroy();
+
+    const statements = gate.holdStatements();
+    const a = client(gate);
+    const b = client(gate);
+    b.ask('SELECT 2', 2);
+    a.ask('SELECT 1', 1);
+    assert.ok(await gate.until(() => statements.waiting().length === 2, 10_000));
+    assert.equal(statements.releaseWave(), 2);
+    await Promise.all([a.nextAnswer(1), b.nextAnswer(1)]);
+    a.ran();
+    b.ran();
+    assert.ok(await gate.until(() => gate.statements.every((st) => st.ran), 10_000));
+    a.ask('UPDATE idem SET status = 201', 1);
+    assert.ok(await gate.until(() => statements.waiting().length === 1, 10_000));
+    statements.release();
+    assert.deepEqual(gate.decisions.slice(1), [
+      { kind: 'wave', statements: ['SELECT 1', 'SELECT 2'] },
+      { kind: 'pass', statements: ['UPDATE idem SET status = 201'] },
+    ]);
+    a.close();
+    b.close();
+  } finally {
+    gate.close();
+  }
+});

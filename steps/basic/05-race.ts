@@ -139,6 +139,11 @@ interface Sent {
 /** Whether a gate's charge is the charge of `body`. */
 const chargeOf = (body: { user: string; amount: number }) => (c: { user: string; amount: number }) => c.user === body.user && c.amount === body.amount;
 
+/** A request of the held round as a failure names it: `POST /pay to server A with key "…"` (each of its requests has a key). */
+function described(server: ServerInstance, req: PayRequest): string {
+  return t('check.describe', { method: 'POST', path: '/pay', server: server.label, key: t('check.describe.key', { key: JSON.stringify(req.key) }) });
+}
+
 /** What the provider's gate saw, one line per charge, for a failure's evidence: `gate: user "..." amount N, held` (or `let go`). */
 function gateSaw(charges: GateCharge[]): string[] {
   return charges.map((c) => `gate: user ${JSON.stringify(c.user)} amount ${c.amount}${c.key === undefined ? '' : ` key ${JSON.stringify(c.key)}`}, ${c.waitingAt !== undefined ? 'held' : 'let go'}`);
@@ -188,15 +193,23 @@ export const SERVER_STARVED_MS = HELD_BOUND_MS / 2;
  */
 async function heldRound(ctx: LiveContext, server: ServerInstance): Promise<void> {
   for (let attempt = 1; ; attempt++) {
+    const bodies: Array<{ user: string; amount: number }> = [];
     try {
-      return await heldRoundOnce(ctx, server, ctx.data.fork(`held-${attempt}`));
+      return await heldRoundOnce(ctx, server, ctx.data.fork(`held-${attempt}`), bodies);
     } catch (err) {
       if (!(err instanceof Inconclusive) || attempt >= HELD_TRIES) throw err;
+      // A try given up on is judged by nothing, the final audit included: its requests may
+      // still be in flight, or end unanswered when the servers stop, with their charges made.
+      ctx.leaveOut(bodies);
     }
   }
 }
 
-async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: TestData): Promise<void> {
+/**
+ * One try of the held round (see heldRound), with the data of `data`; `bodies` gets every
+ * payment body the try sends, as soon as it is drawn.
+ */
+async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: TestData, bodies: Array<{ user: string; amount: number }>): Promise<void> {
   const gate = ctx.gate(server);
   const name = t('step.05.heldRound');
   const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + 3 * HELD_BOUND_MS + HOLD_AT_LEAST_MS };
@@ -208,6 +221,7 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
   let otherAmount = data.amount();
   while (otherAmount === raced.body.amount) otherAmount = data.amount();
   const conflictBody = { user: raced.body.user, amount: otherAmount };
+  bodies.push(raced.body, ...others.map((o) => o.body), free.body, conflictBody);
   const held = [raced.body, ...others.map((o) => o.body)];
   const hold = gate.hold((c) => held.some((b) => chargeOf(b)(c)));
   const lag = startLagMonitor();
@@ -224,6 +238,10 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
     return s;
   };
   const said = { name, count: HELD_OTHERS, seconds: HELD_BOUND_MS / 1000 };
+  // What each failure names as seen: which request the grader held open when another was not answered, reached the provider, or was answered.
+  const racedOne = described(server, raced);
+  const seenNever = () => t('step.05.seen.never', { request: racedOne });
+  const conflictOne = `${racedOne} (${t('check.charges.userAmount', { user: JSON.stringify(conflictBody.user), amount: conflictBody.amount })})`;
   try {
     // 1. The raced payment's duplicates, at once; its charge must reach the provider.
     const dupes = Array.from({ length: RACE_SIZE }, () => send(raced));
@@ -232,12 +250,12 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
     const reached = await Promise.race([gate.until((cs) => cs.some(chargeOf(raced.body)), HELD_BOUND_MS), allAnswered]);
     if (!reached && dupes.every((d) => d.got !== undefined) && !gate.charges.some(chargeOf(raced.body))) {
       const answered = dupes.map((d) => d.got!);
-      throw new CheckFailed(t('step.05.heldNeverCharged', { ...said, answered: answered.length, size: RACE_SIZE }), t('step.05.heldGate.why'), { exchanges: answered });
+      throw new CheckFailed(t('step.05.heldNeverCharged', { ...said, answered: answered.length, size: RACE_SIZE }) + seenNever(), t('step.05.heldGate.why'), { exchanges: answered });
     }
     if (!reached && !gate.charges.some(chargeOf(raced.body))) {
       throw boundRanOut(lag, () => {
         const answered = dupes.filter((d) => d.got !== undefined).map((d) => d.got!);
-        return new CheckFailed(t('step.05.heldNeverCharged', { ...said, answered: answered.length, size: RACE_SIZE }), t('step.05.heldGate.why'), { exchanges: answered.length > 0 ? answered : undefined });
+        return new CheckFailed(t('step.05.heldNeverCharged', { ...said, answered: answered.length, size: RACE_SIZE }) + seenNever(), t('step.05.heldGate.why'), { exchanges: answered.length > 0 ? answered : undefined });
       }, starved);
     }
     const racedAt = performance.now();
@@ -248,7 +266,8 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
         const missing = others.filter((o) => !gate.charges.some(chargeOf(o.body)));
         const reached = held.filter((b) => gate.charges.some(chargeOf(b))).length;
         return new CheckFailed(
-          t('step.05.heldBlocked', { ...said, missing: missing.map((m) => JSON.stringify(m.key)).join(', '), reached, sameUser: missing.length === 1 && missing[0] === others[1] ? t('step.05.heldSameUser') : '' }),
+          t('step.05.heldBlocked', { ...said, missing: missing.map((m) => JSON.stringify(m.key)).join(', '), reached, sameUser: missing.length === 1 && missing[0] === others[1] ? t('step.05.heldSameUser') : '' }) +
+            t('step.05.seen.notReached', { request: described(server, missing[0]), holder: racedOne }),
           t('step.05.serialised.why'),
           { details: gateSaw(gate.charges), ...(otherSent.some((s) => s.got) ? { exchanges: otherSent.filter((s) => s.got).map((s) => s.got!) } : {}) },
         );
@@ -258,10 +277,22 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
     const freeSent = send(free);
     const freeAnswered = await Promise.race([freeSent.answer.then(() => true), delay(HELD_BOUND_MS, undefined, { ref: false }).then(() => false)]);
     if (!freeAnswered) {
-      throw boundRanOut(lag, () => new CheckFailed(t('step.05.heldFree', { ...said, held: held.length, charged: gate.charges.some(chargeOf(free.body)) ? t('step.05.heldFree.charged') : t('step.05.heldFree.notCharged') }), t('step.05.serialised.why'), { details: gateSaw(gate.charges) }), starved);
+      const holders = [raced, ...others].map((r) => JSON.stringify(r.key)).join(t('list.separator'));
+      throw boundRanOut(
+        lag,
+        () =>
+          new CheckFailed(
+            t('step.05.heldFree', { ...said, held: held.length, charged: gate.charges.some(chargeOf(free.body)) ? t('step.05.heldFree.charged') : t('step.05.heldFree.notCharged') }) +
+              t('step.05.seen.notAnswered', { request: described(server, free), holders }),
+            t('step.05.serialised.why'),
+            { details: gateSaw(gate.charges) },
+          ),
+        starved,
+      );
     }
     if (freeSent.got!.status !== 201) {
-      throw new CheckFailed(t('step.05.heldFreeStatus', { ...said, held: held.length, status: String(freeSent.got!.status ?? freeSent.got!.error) }), t('step.05.othersFailed.why'), { exchanges: [freeSent.got!] });
+      const status = String(freeSent.got!.status ?? freeSent.got!.error);
+      throw new CheckFailed(t('step.05.heldFreeStatus', { ...said, held: held.length, status }) + t('step.05.seen.answered', { request: described(server, free), status, holder: racedOne }), t('step.05.othersFailed.why'), { exchanges: [freeSent.got!] });
     }
     // 4. A retry of the raced key and another body under it, while its charge is held.
     const retry = send(raced);
@@ -272,23 +303,32 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
     await Promise.race([conflict.answer, delay(CONFLICT_GRACE_MS, undefined, { ref: false })]);
     const racedCharges = gate.charges.filter(chargeOf(raced.body));
     if (racedCharges.length > 1) {
-      throw new CheckFailed(t('step.05.heldTwice', { name, n: racedCharges.length, size: RACE_SIZE }), t('check.race.rows.why', { size: RACE_SIZE }), { exchanges: dupes.filter((d) => d.got).map((d) => d.got!) });
+      throw new CheckFailed(
+        t('step.05.heldTwice', { name, n: racedCharges.length, size: RACE_SIZE }) + t('step.05.seen.chargedAgain', { request: racedOne, n: racedCharges.length }),
+        t('check.race.rows.why', { size: RACE_SIZE }),
+        { exchanges: dupes.filter((d) => d.got).map((d) => d.got!), details: gateSaw(gate.charges) },
+      );
     }
     if (gate.charges.some(chargeOf(conflictBody))) {
-      throw new CheckFailed(t('step.05.heldConflictCharged', { name, amount: conflictBody.amount }), t('step.05.conflictInFlight.why'), { exchanges: conflict.got ? [conflict.got] : undefined });
+      throw new CheckFailed(
+        t('step.05.heldConflictCharged', { name, amount: conflictBody.amount }) + t('step.05.seen.charged', { request: conflictOne, holder: racedOne }),
+        t('step.05.conflictInFlight.why'),
+        { exchanges: conflict.got ? [conflict.got] : undefined, details: gateSaw(gate.charges) },
+      );
     }
     // Every duplicate (and the retry) answered while held: only 409 is right, the payment is not made yet.
     const early = [...dupes, retry].filter((d) => d.got !== undefined && d.got.status !== 409);
     if (early.length > 0) {
       const e = early[0].got!;
       throw new CheckFailed(
-        t('step.05.heldEarly', { name, count: early.length, status: String(e.status ?? e.error), ms: e.ms }),
+        t('step.05.heldEarly', { name, count: early.length, status: String(e.status ?? e.error), ms: e.ms }) + t('step.05.seen.answered', { request: racedOne, status: String(e.status ?? e.error), holder: racedOne }),
         e.status === 201 ? t('step.05.heldEarly201.why') : t('check.race.broken.why'),
         { exchanges: early.map((d) => d.got!) },
       );
     }
     if (conflict.got !== undefined && conflict.got.status !== 422 && conflict.got.status !== 409) {
-      throw new CheckFailed(t('step.05.heldConflict', { name, status: String(conflict.got.status ?? conflict.got.error) }), t('step.05.conflictInFlight.why'), { exchanges: [conflict.got] });
+      const status = String(conflict.got.status ?? conflict.got.error);
+      throw new CheckFailed(t('step.05.heldConflict', { name, status }) + t('step.05.seen.answered', { request: conflictOne, status, holder: racedOne }), t('step.05.conflictInFlight.why'), { exchanges: [conflict.got] });
     }
   } finally {
     released = true;
@@ -311,11 +351,13 @@ async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: Tes
   const wrong = late.filter((e) => e.status !== 409 && (e.status !== 201 || !isDeepStrictEqual(responseJson(e), responseJson(firsts[0]))));
   if (firsts.length === 0 || wrong.length > 0) {
     const e = wrong[0] ?? late[0];
-    throw new CheckFailed(t('step.05.heldWaiters', { name, count: late.length, status: String(e?.status ?? e?.error) }), t('check.race.broken.why'), { exchanges: wrong.length > 0 ? wrong : late });
+    const status = String(e?.status ?? e?.error);
+    throw new CheckFailed(t('step.05.heldWaiters', { name, count: late.length, status }) + t('step.05.seen.afterRelease', { request: racedOne, status, holder: racedOne }), t('check.race.broken.why'), { exchanges: wrong.length > 0 ? wrong : late });
   }
   const refused = sent.find((s) => s.req.body === conflictBody)!.got!;
   if (refused.status !== 422 && refused.status !== 409) {
-    throw new CheckFailed(t('step.05.heldConflict', { name, status: String(refused.status ?? refused.error) }), t('step.05.conflictInFlight.why'), { exchanges: [refused] });
+    const status = String(refused.status ?? refused.error);
+    throw new CheckFailed(t('step.05.heldConflict', { name, status }) + t('step.05.seen.afterRelease', { request: conflictOne, status, holder: racedOne }), t('step.05.conflictInFlight.why'), { exchanges: [refused] });
   }
   expectOthers(sent.filter((s) => others.some((o) => o === s.req) || s.req === free).map((s) => s.got!));
   const why = t('check.race.rows.why', { size: RACE_SIZE });
