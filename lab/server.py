@@ -100,13 +100,16 @@ class _db_gate:
     "go" (it chose when: IDEM_DB_MS is not waited) or "late" (it did not hold it: the
     answer is IDEM_DB_MS late, as without the gate); once it has run, {"point": "ran"}
     follows. So the grader chooses the order of the statements of simultaneous requests.
-    Statements inside a transaction (and any before the server serves) run at once.
+    The statement that ends a transaction (COMMIT or END, commit(), a `with conn:` block's
+    end) is reported too, with "ends": true (`ends`), so that the grader can stop the server
+    between its answer and its COMMIT; the other statements inside a transaction (and any
+    before the server serves) run at once.
     Without the variables it does nothing; if the grader goes away, statements run at once."""
 
-    def __init__(self, connection, sql):
+    def __init__(self, connection, sql, ends=False):
         self.conn = None
         self.late = True
-        if not DB_GATE or not _serving.is_set() or connection.in_transaction:
+        if not DB_GATE or not _serving.is_set() or connection.in_transaction != bool(ends):
             return
         self.conn = getattr(_local, "db_gate", None)
         try:
@@ -115,6 +118,8 @@ class _db_gate:
                 self.conn.connect(PROVIDER_GATE)
                 _local.db_gate = self.conn
             report = {"point": "sql", "sql": str(sql)[:200], "pid": os.getpid(), "thread": threading.get_native_id()}
+            if ends:
+                report["ends"] = True
             self.conn.sendall((json.dumps(report) + "\n").encode("utf-8"))
             answer = b""
             while not answer.endswith(b"\n"):
@@ -143,6 +148,9 @@ class _db_gate:
         return False
 
 
+_ENDS_TRANSACTION = re.compile(r"\s*(COMMIT|END)\b", re.IGNORECASE)  # a statement that ends a transaction
+
+
 class _RoundTripCursor(sqlite3.Cursor):
     """A cursor whose statements outside a transaction answer IDEM_DB_MS late.
 
@@ -160,7 +168,7 @@ class _RoundTripCursor(sqlite3.Cursor):
 
     def execute(self, sql, parameters=()):
         self._rows = None
-        with _db_gate(self.connection, sql) as gate:
+        with _db_gate(self.connection, sql, _ENDS_TRANSACTION.match(str(sql)) is not None) as gate:
             super().execute(sql, parameters)
         return self._late(gate.late)
 
@@ -218,7 +226,8 @@ class _RoundTrip(sqlite3.Connection):
             time.sleep(DB_MS / 1000)
 
     def commit(self):
-        super().commit()
+        with _db_gate(self, "COMMIT", True):
+            super().commit()
         self._answered()
 
     def rollback(self):
@@ -227,7 +236,11 @@ class _RoundTrip(sqlite3.Connection):
 
     def __exit__(self, *exc):
         # `with conn:` commits or rolls back: that answer is late too.
-        result = super().__exit__(*exc)
+        if exc[0] is None:
+            with _db_gate(self, "COMMIT", True):
+                result = super().__exit__(*exc)
+        else:
+            result = super().__exit__(*exc)
         self._answered()
         return result
 
