@@ -33,8 +33,8 @@ export interface InstanceOptions {
   chargeMs?: number;
   /** IDEM_DB_MS for this instance, in ms: a slow database round trip. Default 0. */
   dbMs?: number;
-  /** Its database statements reported at its gate (IDEM_DB_GATE), for a lockstep (lockstep.ts); a server that speaks it then skips IDEM_DB_MS. Default false. */
-  dbGate?: boolean;
+  /** Its database statements reported at its gate (IDEM_DB_GATE), for a lockstep (lockstep.ts); a server that speaks it then skips IDEM_DB_MS. `'ends'`: the statements that end a transaction too (IDEM_DB_GATE=ends). Default false. */
+  dbGate?: boolean | 'ends';
   /**
    * Run it on a database (and a provider's statement) of its own, from a copy of the
    * workspace of its own: a server nothing else of the check shares anything with, so

@@ -625,7 +625,7 @@ export const step: Step = {
       ctx.startServer({ env: CRASH_ENV, label: 'A', priority: 2000 }),
       ctx.startServer({ database: beforeDatabase, env: CRASH_ENV, label: 'G', priority: 2000 }),
       ctx.startServer({ database: liveDatabase, env: liveEnv(0), label: 'C', priority: 3000 + LIVE_WINDOWS_MS[0] }),
-      ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, dbGate: true, label: 'J', priority: 2000 }),
+      ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, dbGate: 'ends', label: 'J', priority: 2000 }),
     ]);
     for (const start of starts) if (start.status === 'rejected') throw start.reason;
     const [a, g, c, j] = starts.map((start) => (start as PromiseFulfilledResult<ServerInstance>).value);
