@@ -197,11 +197,8 @@ export function opensTransaction(sql: string): boolean {
  * that inserts the ledger row, when the server writes it outside a transaction and runs
  * more after it (the payment half recorded: its ledger row and nothing after it, whatever
  * the server writes next, its record's status or a clean-up); else at its first statement
- * after charge() (a server that records in a transaction it opens then: its BEGIN). When
- * that statement opens a transaction and the server reported the statement that ends it
- * (its COMMIT, `ends`; the lab's frame reports it), the crash comes at that COMMIT
- * instead: every write of the transaction is made and none is durable, and a server that
- * answers before its COMMIT is killed at that answer. When the request ran no statement
+ * after charge() (a server that records in a transaction it opens then: its BEGIN; or
+ * that transaction's COMMIT, see crashReturned). When the request ran no statement
  * before its answer, the crash comes right after its answer (`afterAnswer`); when the
  * server reported no statement at all (IDEM_DB_GATE is optional), `locked`.
  * @returns the plan
@@ -223,14 +220,10 @@ async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Paymen
     );
   }
   if (gate.statements.length === 0) return { locked: true };
-  const mine = gate.statements.slice(from).filter((st) => thread !== undefined && st.thread === thread);
-  const beforeAnswer = mine.filter((st) => st.reportedAt < paying.doneAt!);
-  if (beforeAnswer.length === 0) return { afterAnswer: true };
-  const ledger = beforeAnswer.findIndex((st) => insertsLedgerRow(st.sql));
-  const at = ledger >= 0 && ledger + 1 < beforeAnswer.length ? ledger + 1 : 0;
-  // Its COMMIT, reported before or after the answer (a server may answer first): the first transaction end after that BEGIN.
-  const ends = opensTransaction(mine[at].sql) ? mine.findIndex((st, i) => i > at && st.ends === true) : -1;
-  return { at: ends > at ? ends : at };
+  const after = gate.statements.slice(from).filter((st) => thread !== undefined && st.thread === thread && st.reportedAt < paying.doneAt!);
+  if (after.length === 0) return { afterAnswer: true };
+  const ledger = after.findIndex((st) => insertsLedgerRow(st.sql));
+  return { at: ledger >= 0 && ledger + 1 < after.length ? ledger + 1 : 0 };
 }
 
 /** How long the third crash waits for a server without the database's gate to answer while the grader holds its database's write lock, in ms. */
@@ -275,7 +268,12 @@ async function crashLocked(ctx: LiveContext, j: ServerInstance, req: Payment): P
  * held at the gate (and the statements that end a transaction) and the charge let go, so
  * charge() returns and the server records the payment. With a plan `at` (crashPlan), every
  * statement is let run but the request thread's at that index, and the server is killed
- * (SIGKILL) while it waits. With `afterAnswer`, the statements of the request thread and
+ * (SIGKILL) while it waits; when that statement opens a transaction (its BEGIN) and the
+ * server has reported a transaction's end by then (IDEM_DB_GATE=ends; the lab's frame does,
+ * and the trial payment's COMMIT came long before), the BEGIN runs and the server is
+ * killed at the statement that ends that transaction (its COMMIT): every write of the
+ * transaction made, none durable, and a server that answers before its COMMIT is killed
+ * at that answer. With `afterAnswer`, the statements of the request thread and
  * of every thread the server had not run statements on before this payment (one started to
  * write it) wait, and the server is killed as soon as its answer comes. Either way, a
  * server that answers first is killed at its answer, with what it runs after it waiting;
@@ -306,10 +304,16 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
   const thread = threadOf(gate, inFlight.hold.held[0]);
   const from = gate.statements.length;
   const statements = gate.holdStatements({ ends: true });
+  // Whether the crash comes at the COMMIT of the transaction the chosen statement opens, decided when that statement arrives.
+  let toCommit: boolean | undefined;
   const reached = () => {
     if ('at' in plan) {
       const mine = gate.statements.slice(from).filter((st) => st.thread === thread);
-      if (mine.length > plan.at && !mine[plan.at].released) return true;
+      if (mine.length > plan.at) {
+        toCommit ??= opensTransaction(mine[plan.at].sql) && gate.statements.some((st) => st.ends === true);
+        const target = toCommit ? mine.find((st, i) => i > plan.at && st.ends === true) : mine[plan.at];
+        if (target !== undefined && !target.released) return true;
+      }
       // Every other statement runs: the request's earlier writes, and any background thread's.
       statements.releaseWave();
     } else {
