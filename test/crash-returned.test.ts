@@ -34,6 +34,12 @@ test('a write-behind server fails 12: killed right after its 201, the ledger hol
   assert.match(r.message, /was answered 201 \(payment \d+\) before its ledger row was written/);
 });
 
+test('a write-behind server whose request checks its claim after charge() fails 12: the writer held, killed right after its 201', async () => {
+  const [r] = await gradeFixture('advanced/crash-write-behind-checked', step12);
+  assert.equal(r.status, 'fail', r.message);
+  assert.match(r.message, /was answered 201 \(payment \d+\) before its ledger row was written/);
+});
+
 test('a write-behind server without the database gate fails 12: answered 201 while the grader held the write lock', async () => {
   const [r] = await gradeFixture('advanced/crash-write-behind-no-gate', step12);
   assert.equal(r.status, 'fail', r.message);

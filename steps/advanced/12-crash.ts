@@ -170,11 +170,13 @@ function threadOf(gate: ProviderGate, charge: GateCharge): number | undefined {
  * thread's statement of that index after charge() returned; `afterAnswer`, killed right
  * after its answer, while every statement it runs after charge() waits (a server that runs
  * none between charge() and its answer: it recorded the payment before charging, records
- * it on a thread of its own, or answers first and writes afterwards); `locked`, for a
+ * it on a thread of its own, or answers first and writes afterwards; `requestRuns`: the
+ * request thread ran statements after charge() but a thread new to this payment wrote
+ * too, so only the new threads' statements wait); `locked`, for a
  * server that speaks no database's gate, killed at its answer while the grader holds the
  * database's write lock (crashLocked).
  */
-type ReturnedPlan = { at: number } | { afterAnswer: true } | { locked: true };
+type ReturnedPlan = { at: number } | { afterAnswer: true; requestRuns?: boolean } | { locked: true };
 
 /** A crash made: the payment, the killed request's exchange (no answer, or the answer it got just before the kill) and when its charge reached the gate (performance.now() ms). */
 interface Crash {
@@ -199,7 +201,11 @@ export function opensTransaction(sql: string): boolean {
  * the server writes next, its record's status or a clean-up); else at its first statement
  * after charge() (a server that records in a transaction it opens then: its BEGIN; or
  * that transaction's COMMIT, see crashReturned). When the request ran no statement
- * before its answer, the crash comes right after its answer (`afterAnswer`); when the
+ * before its answer, the crash comes right after its answer (`afterAnswer`), and so it does
+ * when a thread that had run no statement before this payment ran some between charge()
+ * and the answer (a writer of its own: `requestRuns`, the request thread's statements
+ * run, a server that hands the payment over and answers without waiting for the write is
+ * killed at its answer); when the
  * server reported no statement at all (IDEM_DB_GATE is optional), `locked`.
  * @returns the plan
  * @throws CheckFailed when the probe was not answered 201 (a new key's payment, charged
@@ -222,6 +228,8 @@ async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Paymen
   if (gate.statements.length === 0) return { locked: true };
   const after = gate.statements.slice(from).filter((st) => thread !== undefined && st.thread === thread && st.reportedAt < paying.doneAt!);
   if (after.length === 0) return { afterAnswer: true };
+  const seen = new Set(gate.statements.slice(0, from).map((st) => st.thread));
+  if (gate.statements.slice(from).some((st) => st.thread !== thread && !seen.has(st.thread) && st.reportedAt < paying.doneAt!)) return { afterAnswer: true, requestRuns: true };
   const ledger = after.findIndex((st) => insertsLedgerRow(st.sql));
   return { at: ledger >= 0 && ledger + 1 < after.length ? ledger + 1 : 0 };
 }
@@ -317,7 +325,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
       // Every other statement runs: the request's earlier writes, and any background thread's.
       statements.releaseWave();
     } else {
-      statements.releaseWave((st) => st.thread !== thread && earlier.has(st.thread));
+      statements.releaseWave((st) => (st.thread === thread && plan.requestRuns === true) || (st.thread !== thread && earlier.has(st.thread)));
     }
     return false;
   };
