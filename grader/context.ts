@@ -33,8 +33,8 @@ export interface InstanceOptions {
   chargeMs?: number;
   /** IDEM_DB_MS for this instance, in ms: a slow database round trip. Default 0. */
   dbMs?: number;
-  /** Its database statements reported at its gate (IDEM_DB_GATE), for a lockstep (lockstep.ts); a server that speaks it then skips IDEM_DB_MS. Default false. */
-  dbGate?: boolean;
+  /** Its database statements reported at its gate (IDEM_DB_GATE), for a lockstep (lockstep.ts); a server that speaks it then skips IDEM_DB_MS. `'ends'`: the statements that end a transaction too (IDEM_DB_GATE=ends). Default false. */
+  dbGate?: boolean | 'ends';
   /**
    * Run it on a database (and a provider's statement) of its own, from a copy of the
    * workspace of its own: a server nothing else of the check shares anything with, so
@@ -603,12 +603,19 @@ export class LiveContext {
    * and returns the function that releases it, changing nothing. While it is held the
    * servers can read but every write waits: requests sent then all pass their look-ups
    * before any of them can claim a key, which makes a check-then-insert fail every time.
-   * `of`: the database of that instance, or that database (default: the check's own).
-   * @throws Error when the database does not exist or is locked for more than 5 s
+   * `of`: the database of that instance, or that database (default: the check's own);
+   * `timeoutMs`: how long another connection's write lock is waited for (default 5000 ms;
+   * 0: not at all).
+   * @throws Error when the database does not exist or is locked for more than `timeoutMs`
    */
-  holdWriteLock(of?: ServerInstance | CheckDatabase): () => void {
-    const db = openStudentDatabase(this.database(of).dbPath);
-    db.exec('BEGIN IMMEDIATE');
+  holdWriteLock(of?: ServerInstance | CheckDatabase, timeoutMs = 5000): () => void {
+    const db = openStudentDatabase(this.database(of).dbPath, { timeout: timeoutMs });
+    try {
+      db.exec('BEGIN IMMEDIATE');
+    } catch (err) {
+      db.close();
+      throw err;
+    }
     return () => {
       db.exec('ROLLBACK');
       db.close();

@@ -48,8 +48,8 @@ export interface GateCharge {
 
 /**
  * One database statement a server reported at the gate (IDEM_DB_GATE): run outside a
- * transaction, it waits for the grader's word before it runs (server contract, "The
- * database's gate").
+ * transaction, or ending one (`ends`), it waits for the grader's word before it runs
+ * (server contract, "The database's gate").
  */
 export interface GateStatement {
   /** The statement's text, its first 200 characters. */
@@ -59,6 +59,12 @@ export interface GateStatement {
   thread?: number;
   /** When it was reported, performance.now() ms. */
   reportedAt: number;
+  /**
+   * True for a statement that ends a transaction (COMMIT, END, a driver's commit()), which a
+   * server may report beside those outside a transaction (`"ends": true`): held only by a
+   * hold that asks for them (holdStatements' `ends`), else let run at once, told `late`.
+   */
+  ends?: boolean;
   /** True once the grader let it run. */
   released: boolean;
   /** True once the server reported it ran (or its connection closed). */
@@ -151,7 +157,7 @@ export class ProviderGate {
   /** Every database statement reported (IDEM_DB_GATE), in the order they came. */
   readonly statements: GateStatement[] = [];
   private readonly statementSockets = new Map<GateStatement, net.Socket>();
-  private statementHold: { active: boolean; pass: boolean; waiting: GateStatement[] } | undefined;
+  private statementHold: { active: boolean; pass: boolean; ends: boolean; waiting: GateStatement[] } | undefined;
   /** What the grader decided at this gate, in order (see GateDecision); at most MAX_DECISIONS. */
   readonly decisions: GateDecision[] = [];
 
@@ -186,13 +192,15 @@ export class ProviderGate {
   /**
    * Holds every database statement reported from now on (IDEM_DB_GATE) until a wave lets it
    * go (StatementHold.releaseWave) or the hold is released. One hold at a time: a second
-   * call replaces the first, which is released.
+   * call replaces the first, which is released. A statement that ends a transaction
+   * (GateStatement.ends) is held only when `options.ends` is true (step 12 holds a COMMIT to
+   * crash a server between its answer and its COMMIT); otherwise it runs at once.
    */
-  holdStatements(): StatementHold {
+  holdStatements(options: { ends?: boolean } = {}): StatementHold {
     const before = this.statementHold;
     if (before && before.waiting.length > 0) this.decided({ kind: 'pass', statements: before.waiting.map((st) => st.sql).sort() });
     before?.waiting.splice(0).forEach((st) => this.letRun(st));
-    const state = { active: true, pass: false, waiting: [] as GateStatement[] };
+    const state = { active: true, pass: false, ends: options.ends === true, waiting: [] as GateStatement[] };
     this.statementHold = state;
     const letAllRun = () => {
       if (state.waiting.length > 0) this.decided({ kind: 'pass', statements: state.waiting.map((st) => st.sql).sort() });
@@ -337,11 +345,14 @@ export class ProviderGate {
             reportedAt: performance.now(),
             released: false,
             ran: false,
+            ...(report.ends === true ? { ends: true } : {}),
           };
           if (this.statements.length < MAX_STATEMENTS) this.statements.push(statement);
           this.statementSockets.set(statement, socket);
-          if (this.statementHold?.active && !this.statementHold.pass) this.statementHold.waiting.push(statement);
-          else this.letRun(statement, this.statementHold?.active === true);
+          const hold = this.statementHold;
+          if (hold?.active && !hold.pass && (!statement.ends || hold.ends)) hold.waiting.push(statement);
+          // A transaction's end not held is told `late`: the server answers as it would without the gate.
+          else this.letRun(statement, hold?.active === true && !statement.ends);
           this.notify();
           continue;
         }

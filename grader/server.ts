@@ -134,9 +134,10 @@ export interface StartOptions {
   /**
    * IDEM_DB_GATE=1 beside IDEM_PROVIDER_GATE: the server reports each database statement it
    * runs outside a transaction at the gate and waits for the grader's word (gate.ts,
-   * lockstep.ts). Default false.
+   * lockstep.ts). `'ends'`: IDEM_DB_GATE=ends, and the statement that ends a transaction
+   * (COMMIT) is reported too (step 12's third crash holds it). Default false.
    */
-  dbGate?: boolean;
+  dbGate?: boolean | 'ends';
   /**
    * Its place in the queue of starts (see startSlot): how long, in ms, the part of the
    * check that waits for this server takes once it is up (default 0). Starts waiting for
@@ -638,7 +639,7 @@ export function serverEnv(options: StartOptions, port: number, home: string): Re
     HOME: home,
     ...contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
     ...(options.gateSocket ? { IDEM_PROVIDER_GATE: options.gateSocket } : {}),
-    ...(options.gateSocket && options.dbGate ? { IDEM_DB_GATE: '1' } : {}),
+    ...(options.gateSocket && options.dbGate ? { IDEM_DB_GATE: options.dbGate === 'ends' ? 'ends' : '1' } : {}),
   };
 }
 

@@ -15,7 +15,8 @@ Environment:
                   connection of its own) answers this much later, as a database across a
                   network would (setting the database up at start-up is not slowed)
   IDEM_DB_GATE    set by the grader only (with IDEM_PROVIDER_GATE): each such statement is
-                  reported to the grader, which lets it run when it chooses (see _db_gate);
+                  reported to the grader, which lets it run when it chooses (see _db_gate;
+                  "ends": a transaction's COMMIT too);
                   IDEM_DB_MS is then not waited for a statement the grader held
 
 The advanced track (ADVANCED.md) adds these; the basic track never sets them:
@@ -61,6 +62,7 @@ KEYLESS_WINDOW_S = float(os.environ["IDEM_KEYLESS_WINDOW_S"]) if os.environ.get(
 PROVIDER_REPLY_MS = int(os.environ.get("IDEM_PROVIDER_REPLY_MS", "0"))
 PROVIDER_GATE = os.environ.get("IDEM_PROVIDER_GATE")  # the grader's hand on the provider (see _provider_gate)
 DB_GATE = bool(PROVIDER_GATE and os.environ.get("IDEM_DB_GATE"))  # the grader's hand on the database (see _db_gate)
+DB_GATE_ENDS = DB_GATE and os.environ.get("IDEM_DB_GATE") == "ends"  # a transaction's end reported too
 _serving = threading.Event()  # set once the server takes requests: IDEM_DB_MS applies from then on
 
 MAX_BODY_BYTES = 16 * 1024  # a larger body is answered 413 without being read
@@ -100,13 +102,16 @@ class _db_gate:
     "go" (it chose when: IDEM_DB_MS is not waited) or "late" (it did not hold it: the
     answer is IDEM_DB_MS late, as without the gate); once it has run, {"point": "ran"}
     follows. So the grader chooses the order of the statements of simultaneous requests.
-    Statements inside a transaction (and any before the server serves) run at once.
+    With IDEM_DB_GATE=ends, the statement that ends a transaction (COMMIT or END, commit(),
+    a `with conn:` block's end) is reported too, with "ends": true (`ends`), so that the
+    grader can stop the server between its answer and its COMMIT; the other statements
+    inside a transaction (and any before the server serves) run at once.
     Without the variables it does nothing; if the grader goes away, statements run at once."""
 
-    def __init__(self, connection, sql):
+    def __init__(self, connection, sql, ends=False):
         self.conn = None
         self.late = True
-        if not DB_GATE or not _serving.is_set() or connection.in_transaction:
+        if not DB_GATE or not _serving.is_set() or connection.in_transaction != bool(ends) or (ends and not DB_GATE_ENDS):
             return
         self.conn = getattr(_local, "db_gate", None)
         try:
@@ -115,6 +120,8 @@ class _db_gate:
                 self.conn.connect(PROVIDER_GATE)
                 _local.db_gate = self.conn
             report = {"point": "sql", "sql": str(sql)[:200], "pid": os.getpid(), "thread": threading.get_native_id()}
+            if ends:
+                report["ends"] = True
             self.conn.sendall((json.dumps(report) + "\n").encode("utf-8"))
             answer = b""
             while not answer.endswith(b"\n"):
@@ -143,6 +150,9 @@ class _db_gate:
         return False
 
 
+_ENDS_TRANSACTION = re.compile(r"\s*(COMMIT|END)\b", re.IGNORECASE)  # a statement that ends a transaction
+
+
 class _RoundTripCursor(sqlite3.Cursor):
     """A cursor whose statements outside a transaction answer IDEM_DB_MS late.
 
@@ -160,7 +170,7 @@ class _RoundTripCursor(sqlite3.Cursor):
 
     def execute(self, sql, parameters=()):
         self._rows = None
-        with _db_gate(self.connection, sql) as gate:
+        with _db_gate(self.connection, sql, _ENDS_TRANSACTION.match(str(sql)) is not None) as gate:
             super().execute(sql, parameters)
         return self._late(gate.late)
 
@@ -218,7 +228,8 @@ class _RoundTrip(sqlite3.Connection):
             time.sleep(DB_MS / 1000)
 
     def commit(self):
-        super().commit()
+        with _db_gate(self, "COMMIT", True):
+            super().commit()
         self._answered()
 
     def rollback(self):
@@ -227,7 +238,11 @@ class _RoundTrip(sqlite3.Connection):
 
     def __exit__(self, *exc):
         # `with conn:` commits or rolls back: that answer is late too.
-        result = super().__exit__(*exc)
+        if exc[0] is None:
+            with _db_gate(self, "COMMIT", True):
+                result = super().__exit__(*exc)
+        else:
+            result = super().__exit__(*exc)
         self._answered()
         return result
 

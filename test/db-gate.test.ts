@@ -146,3 +146,41 @@ test("the gate's log keeps what the grader decided, without times: charges let g
     gate.close();
   }
 });
+
+test("a transaction's end (\"ends\": true) goes at once, told late, unless the hold asks for it; then it waits like any other", async () => {
+  const gate = await openGate();
+  try {
+    const a = client(gate);
+    const commit = () => gate.statements.filter((st) => st.ends === true);
+    let hold = gate.holdStatements();
+    a.ask('BEGIN IMMEDIATE', 5);
+    assert.ok(await gate.until(() => hold.waiting().length === 1, 10_000));
+    hold.releaseWave();
+    await a.nextAnswer(1);
+    a.ran();
+    // A plain hold (a lockstep's) lets a reported COMMIT ("ends") run at once, told late: the server answers as without the gate.
+    const socket = net.connect(gate.socketPath);
+    const answers: string[] = [];
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => answers.push(...chunk.split('\n').filter(Boolean)));
+    socket.write(JSON.stringify({ point: 'sql', sql: 'COMMIT', pid: 1, thread: 6, ends: true }) + '\n');
+    assert.ok(await gate.until(() => commit().length === 1, 10_000));
+    await new Promise<void>((resolve) => (answers.length > 0 ? resolve() : socket.once('data', () => resolve())));
+    assert.deepEqual(answers, ['late'], 'not held by a hold that does not ask for ends');
+    assert.equal(hold.waiting().length, 0);
+    socket.write('{"point": "ran"}\n');
+    // A hold that asks for them holds it.
+    hold = gate.holdStatements({ ends: true });
+    socket.write(JSON.stringify({ point: 'sql', sql: 'COMMIT', pid: 1, thread: 6, ends: true }) + '\n');
+    assert.ok(await gate.until(() => hold.waiting().length === 1, 10_000));
+    assert.equal(hold.waiting()[0].ends, true);
+    assert.deepEqual(answers, ['late'], 'held: no answer yet');
+    hold.release();
+    await new Promise<void>((resolve) => (answers.length > 1 ? resolve() : socket.once('data', () => resolve())));
+    assert.deepEqual(answers, ['late', 'go']);
+    socket.destroy();
+    a.close();
+  } finally {
+    gate.close();
+  }
+});

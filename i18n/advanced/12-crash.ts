@@ -37,14 +37,17 @@ export const en = {
   'step.12.pass':
     'Killed in the middle of a charge, server A left its claim behind; the retries on the restarted server got 201 on try {tries}, {seconds} s after the first (IDEM_LOCK_S {lock} s), with one charge and one row; a charge slower than IDEM_LOCK_S still made one row; and retries while another server was charging got {how} and took nothing over.',
   'step.12.part.crashReturned': 'After a crash once charge() returned, while the payment was being recorded:',
-  'step.12.onceReturned.why': 'The crash came after charge() returned, while the server was writing the payment down (the grader killed it right after it wrote the ledger row, at its first statement after charge() when it records in a transaction, or right after its answer when it runs none between charge() and the answer): the take-over must find what was written, and neither charge the money again nor record the payment a second time.',
-  'step.12.notTried': 'The third crash (once charge() returned, while the payment is recorded) was not tried: {why}',
-  'step.12.notTried.noGate': 'the server reported no database statement at the gate. IDEM_DB_GATE is optional (the lab\'s frame speaks it; a server in another language may, see docs/server-contract.md, "The database\'s gate"), and without it the grader cannot stop the server between charge() and its writes, so a payment answered before it is written down is not caught here.',
-  'step.12.notTried.probe': 'its trial payment, {request}, was answered {status}, not 201, so there was no payment being recorded to crash in.',
-  'step.12.notTried.answered': '{request} was answered {status}, not 201, while it was being recorded.',
+  'step.12.onceReturned.why': 'The crash came after charge() returned, while the server was writing the payment down (the grader killed it right after it wrote the ledger row, at the COMMIT of the transaction it records in (at its first statement after charge() when it does not report its COMMIT), or right after its answer when it answers first or runs no statement between charge() and the answer; a server without the database\'s gate, at its answer or after a bound, while the grader held the database\'s write lock): the take-over must find what was written, and neither charge the money again nor record the payment a second time.',
   'step.12.writeBehind': '{request} was answered 201 (payment {id}) before its ledger row was written: the grader held the statements it ran after charge() returned, and the answer came anyway. Killed right after that answer, the database holds no ledger row for key {key}, though the provider moved the money.',
   'step.12.writeBehind.why': 'A 201 tells the client the payment is done and recorded. A server that answers first and writes afterwards loses the shop\'s record of money that moved when it dies in between, and a retry is then given another payment or none: write the ledger row (and the record) before answering.',
   'step.12.slowPayment': 'inconclusive: the take-over came late, but a new payment on the same server then took {ms} ms to answer: the machine was too busy to tell a late take-over from a slow one; run the check again on a quieter machine',
+  'step.12.probeStatus': 'To learn where to crash {server} once charge() returned, the grader sent a payment of its own under a new key, {request}, and held nothing: the money moved, and it was answered {status}, not 201.',
+  'step.12.probeStatus.why': 'A payment under a new key whose charge went through is done: it must be answered 201 with that payment. Any other answer tells the client it was not paid when the money moved.',
+  'step.12.locked': 'The server reported no database statement at the gate (IDEM_DB_GATE is optional; see docs/server-contract.md, "The database\'s gate"), so its third crash, once charge() returned, was made another way: {how} A crash between two of its writes (its ledger row written, its record not yet) was not tried.',
+  'step.12.locked.held': 'while the grader held the database\'s write lock, so that nothing written after charge() could be committed, the server was killed at its answer or after {seconds} s, whichever came first (a 201 before it must find its ledger row already written).',
+  'step.12.locked.busy': 'the server itself held the database\'s write lock while it charged (its writes after charge() commit with its claim, or not at all), so it was killed at its answer or after {seconds} s, whichever came first.',
+  'step.12.writeBehind.locked': '{request} was answered 201 (payment {id}) while the grader held the database\'s write lock after charge() returned, so before its ledger row could be written. Killed right after that answer, the database holds no ledger row for key {key}, though the provider moved the money.',
+  'step.12.writeBehind.killed': '{request} was answered 201 (payment {id}) before its ledger row was written: killed right after that answer, the database holds no ledger row for key {key}, though the provider moved the money.',
 } as const;
 
 /** 한국어. */
@@ -86,14 +89,17 @@ export const ko: Record<keyof typeof en, string> = {
   'step.12.pass':
     '결제 도중에 죽은 A 서버가 선점을 남겼고, 다시 시작한 서버에 보낸 재시도는 첫 시도부터 {seconds}초 뒤, {tries}번째 시도에서 201을 받았습니다(IDEM_LOCK_S {lock}초). 청구도 원장 행도 하나였습니다. IDEM_LOCK_S보다 느린 결제도 원장 행은 하나였고, 다른 서버가 결제하는 동안 보낸 재시도는 {how} 응답을 받았으며 아무것도 넘겨받지 않았습니다.',
   'step.12.part.crashReturned': 'charge()가 돌아온 뒤, 결제를 기록하는 도중의 비정상 종료 뒤:',
-  'step.12.onceReturned.why': '비정상 종료는 charge()가 돌아온 뒤, 서버가 결제를 기록하는 도중에 일어났습니다(채점기는 원장 행이 쓰인 직후에, 트랜잭션으로 기록하는 서버라면 charge() 뒤의 첫 문장에서, charge()와 응답 사이에 문장을 하나도 실행하지 않는 서버라면 응답 직후에 서버를 죽였습니다). 넘겨받은 요청은 이미 쓰인 것을 찾아야 하며, 다시 청구하거나 결제를 한 번 더 기록하면 안 됩니다.',
-  'step.12.notTried': '세 번째 비정상 종료(charge()가 돌아온 뒤, 결제를 기록하는 도중)는 시도하지 않았습니다. {why}',
-  'step.12.notTried.noGate': '서버가 게이트에 데이터베이스 문장을 하나도 알리지 않았습니다. IDEM_DB_GATE는 선택 사항입니다(실습의 틀은 이것을 지원하고, 다른 언어의 서버도 지원할 수 있습니다. docs/server-contract.md의 "The database\'s gate" 참고). 이것이 없으면 채점기는 charge()와 기록 사이에서 서버를 멈출 수 없어서, 기록하기 전에 응답한 결제를 여기서 잡지 못합니다.',
-  'step.12.notTried.probe': '시험 결제 {request}에 201이 아니라 {status} 응답이 왔습니다. 그래서 기록하는 도중에 끊을 결제가 없었습니다.',
-  'step.12.notTried.answered': '기록하는 도중에 {request}에 201이 아니라 {status} 응답이 왔습니다.',
+  'step.12.onceReturned.why': '비정상 종료는 charge()가 돌아온 뒤, 서버가 결제를 기록하는 도중에 일어났습니다(채점기는 원장 행이 쓰인 직후에, 트랜잭션으로 기록하는 서버라면 그 트랜잭션의 COMMIT에서(COMMIT을 알리지 않으면 charge() 뒤의 첫 문장에서), 먼저 응답하거나 charge()와 응답 사이에 문장을 하나도 실행하지 않는 서버라면 응답 직후에 서버를 죽였습니다. 데이터베이스의 게이트가 없는 서버는 채점기가 데이터베이스의 쓰기 잠금을 쥔 동안 응답 직후나 정해진 시간 뒤에 죽였습니다). 넘겨받은 요청은 이미 쓰인 것을 찾아야 하며, 다시 청구하거나 결제를 한 번 더 기록하면 안 됩니다.',
   'step.12.writeBehind': '서버는 원장 행을 쓰기 전에 {request}에 201로 답했습니다(결제 {id}). 채점기가 charge()가 돌아온 뒤의 문장들을 붙잡고 있었는데도 응답이 왔습니다. 그 응답 직후에 서버를 죽이니, 결제사는 돈을 옮겼는데 데이터베이스에는 키 {key}의 원장 행이 없습니다.',
   'step.12.writeBehind.why': '201은 결제가 끝났고 기록되었다는 약속입니다. 먼저 응답하고 나중에 쓰는 서버는 그 사이에 죽으면 옮겨진 돈에 대한 가게의 기록을 잃고, 재시도는 다른 결제를 받거나 아무것도 받지 못합니다. 응답하기 전에 원장 행(과 레코드)을 쓰세요.',
   'step.12.slowPayment': '판정 불가: 넘겨받기가 늦었지만, 이어서 같은 서버에 보낸 새 결제의 응답에도 {ms} ms가 걸렸습니다. 컴퓨터가 너무 바빠 늦은 넘겨받기와 느린 넘겨받기를 가릴 수 없습니다. 더 한가한 컴퓨터에서 다시 검사하세요',
+  'step.12.probeStatus': 'charge()가 돌아온 뒤 서버 {server}의 어디에서 비정상 종료를 만들지 알아보려고, 채점기는 새 키로 자기 결제 하나({request})를 보내고 아무것도 붙잡지 않았습니다. 돈은 옮겨졌는데 응답은 201이 아니라 {status}였습니다.',
+  'step.12.probeStatus.why': '새 키의 결제가 청구까지 되었으면 그 결제는 끝난 것입니다. 그 결제와 함께 201로 답해야 합니다. 다른 응답은 돈이 옮겨졌는데도 결제되지 않았다고 클라이언트에게 말합니다.',
+  'step.12.locked': '서버가 게이트에 데이터베이스 문장을 하나도 알리지 않았습니다(IDEM_DB_GATE는 선택 사항입니다. docs/server-contract.md의 "The database\'s gate" 참고). 그래서 charge()가 돌아온 뒤의 세 번째 비정상 종료는 다른 방법으로 만들었습니다. {how} 두 쓰기 사이(원장 행은 쓰고 레코드는 아직)의 비정상 종료는 시도하지 않았습니다.',
+  'step.12.locked.held': '채점기가 데이터베이스의 쓰기 잠금을 쥐고 있어서 charge() 뒤에 쓴 것은 커밋될 수 없는 동안, 서버를 응답이 오는 즉시 또는 {seconds}초 뒤 중 먼저 오는 때에 죽였습니다(그 전에 온 201이면 원장 행이 이미 쓰여 있어야 합니다).',
+  'step.12.locked.busy': '서버 자신이 청구하는 동안 데이터베이스의 쓰기 잠금을 쥐고 있었습니다(charge() 뒤의 쓰기는 선점과 함께 커밋되거나 전혀 커밋되지 않습니다). 그래서 서버를 응답이 오는 즉시 또는 {seconds}초 뒤 중 먼저 오는 때에 죽였습니다.',
+  'step.12.writeBehind.locked': '채점기가 charge()가 돌아온 뒤 데이터베이스의 쓰기 잠금을 쥐고 있는 동안, 즉 원장 행을 쓸 수 없는 동안 {request}에 201 응답이 왔습니다(결제 {id}). 그 응답 직후에 서버를 죽이니, 결제사는 돈을 옮겼는데 데이터베이스에는 키 {key}의 원장 행이 없습니다.',
+  'step.12.writeBehind.killed': '원장 행을 쓰기 전에 {request}에 201 응답이 왔습니다(결제 {id}). 그 응답 직후에 서버를 죽이니, 결제사는 돈을 옮겼는데 데이터베이스에는 키 {key}의 원장 행이 없습니다.',
 };
 
 /** 中文。 */
@@ -135,12 +141,15 @@ export const zh: Record<keyof typeof en, string> = {
   'step.12.pass':
     '服务器 A 在扣款途中被杀掉，留下了占位；向重启后的服务器重试，第 {tries} 次尝试、距第一次 {seconds} 秒时得到 201（IDEM_LOCK_S 为 {lock} 秒），只有一次扣款、一行账本；比 IDEM_LOCK_S 更慢的扣款也只有一行账本；另一台服务器扣款期间的重试得到 {how}，没有接管任何占位。',
   'step.12.part.crashReturned': '在 charge() 返回之后、记录支付途中崩溃之后：',
-  'step.12.onceReturned.why': '崩溃发生在 charge() 返回之后、服务器记录这笔支付的途中（评分器在它写下账本行之后立刻杀掉它；若它在事务中记录，则在 charge() 之后的第一条语句处；若它在 charge() 与响应之间不执行任何语句，则在它响应之后立刻）：接管的请求必须找到已写下的内容，既不能再扣一次钱，也不能把这笔支付再记一次。',
-  'step.12.notTried': '第三次崩溃（charge() 返回之后、记录支付途中）没有尝试：{why}',
-  'step.12.notTried.noGate': '服务器没有通过 IDEM_PROVIDER_GATE 的套接字报告任何数据库语句。IDEM_DB_GATE 是可选的（实验的框架支持它；其他语言的服务器也可以支持，见 docs/server-contract.md 的 "The database\'s gate"）；没有它，评分器无法在 charge() 和写入之间让服务器停下，所以在写下之前就响应的支付在这里抓不到。',
-  'step.12.notTried.probe': '它的试验支付 {request} 得到的是 {status}，不是 201，所以没有正在记录的支付可以打断。',
-  'step.12.notTried.answered': '{request} 在记录途中得到的是 {status}，不是 201。',
+  'step.12.onceReturned.why': '崩溃发生在 charge() 返回之后、服务器记录这笔支付的途中（评分器在它写下账本行之后立刻杀掉它；若它在事务中记录，则在该事务的 COMMIT 处（它不报告 COMMIT 时，在 charge() 之后的第一条语句处）；若它先响应，或在 charge() 与响应之间不执行任何语句，则在它响应之后立刻；没有数据库网关的服务器，则在评分器持有数据库写锁期间，在它响应之后或一段时限之后）：接管的请求必须找到已写下的内容，既不能再扣一次钱，也不能把这笔支付再记一次。',
   'step.12.writeBehind': '服务器在写下账本行之前就用 201 响应了 {request}（支付 {id}）：评分器扣住了它在 charge() 返回之后执行的语句，响应却照样来了。在这次响应之后立刻杀掉它，数据库里没有键 {key} 的账本行，而支付服务商已经转走了钱。',
   'step.12.writeBehind.why': '201 告诉客户端这笔支付已完成并已记录。先响应、后写入的服务器若在中间崩溃，就会丢掉商店对已转出的钱的记录，之后的重试会得到另一笔支付，或什么也得不到：在响应之前写下账本行（以及记录）。',
   'step.12.slowPayment': '无法判定：接管来得晚，但随后向同一服务器发送的新支付也用了 {ms} 毫秒才得到响应：机器太忙，分不清接管是迟了还是慢了；请在较空闲的机器上重新检查',
+  'step.12.probeStatus': '为了弄清在 charge() 返回之后该在哪里让 {server} 崩溃，评分器用一个新键发了一笔自己的支付 {request}，什么也没有扣住：钱已经转出，它得到的响应却是 {status}，不是 201。',
+  'step.12.probeStatus.why': '新键的支付扣款成功就已完成：必须用 201 和这笔支付来响应。其他任何响应都是在钱已转出时告诉客户端没有支付成功。',
+  'step.12.locked': '服务器没有在网关报告任何数据库语句（IDEM_DB_GATE 是可选的，见 docs/server-contract.md 的 "The database\'s gate"），所以 charge() 返回之后的第三次崩溃换了一种方式：{how} 在它的两次写入之间（账本行已写下、记录还没有）崩溃没有尝试。',
+  'step.12.locked.held': '评分器持有数据库的写锁，使 charge() 之后写的任何内容都无法提交，在此期间服务器在响应到来时或 {seconds} 秒后（以先到者为准）被杀掉（在此之前来的 201，它的账本行必须已经写下）。',
+  'step.12.locked.busy': '服务器自己在扣款期间持有数据库的写锁（charge() 之后的写入与占位一起提交，或者都不提交），所以它在响应到来时或 {seconds} 秒后（以先到者为准）被杀掉。',
+  'step.12.writeBehind.locked': '在 charge() 返回之后、评分器持有数据库写锁期间，也就是它的账本行还无法写下时，{request} 得到了 201 响应（支付 {id}）。在这次响应之后立刻杀掉它，数据库里没有键 {key} 的账本行，而支付服务商已经转走了钱。',
+  'step.12.writeBehind.killed': '{request} 在账本行写下之前就得到了 201 响应（支付 {id}）：在这次响应之后立刻杀掉它，数据库里没有键 {key} 的账本行，而支付服务商已经转走了钱。',
 };

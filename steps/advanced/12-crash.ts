@@ -35,8 +35,9 @@ export const TOLD_409_LATE = 1.5;
  * writes the row pays nothing); `after`, held once the money moved and before charge()
  * returned (the take-over must not charge again); `returned`, once charge() returned, held
  * at the database's gate while the server records the payment (crashReturned: right after
- * its ledger row was written, for a server that speaks IDEM_DB_GATE; the take-over must
- * find what was written and neither charge nor record the payment again).
+ * its ledger row was written or at its COMMIT, for a server that speaks IDEM_DB_GATE; else
+ * under the grader's write lock, at its answer; the take-over must find what was written
+ * and neither charge nor record the payment again).
  */
 export const CRASH_POINTS = ['after', 'before', 'returned'] as const;
 export type CrashPoint = (typeof CRASH_POINTS)[number];
@@ -169,16 +170,26 @@ function threadOf(gate: ProviderGate, charge: GateCharge): number | undefined {
  * thread's statement of that index after charge() returned; `afterAnswer`, killed right
  * after its answer, while every statement it runs after charge() waits (a server that runs
  * none between charge() and its answer: it recorded the payment before charging, records
- * it on a thread of its own, or answers first and writes afterwards); `notTried`, not made,
- * with why (a learner-visible sentence: the step's verdict says it).
+ * it on a thread of its own, or answers first and writes afterwards; `requestRuns`: the
+ * request thread ran statements after charge() but a thread new to this payment wrote
+ * too, so only the new threads' statements wait); `locked`, for a
+ * server that speaks no database's gate, killed at its answer while the grader holds the
+ * database's write lock (crashLocked).
  */
-type ReturnedPlan = { at: number } | { afterAnswer: true } | { notTried: string };
+type ReturnedPlan = { at: number } | { afterAnswer: true; requestRuns?: boolean } | { locked: true };
 
-/** A crash made: the payment, the killed request's exchange (no answer, or the 201 it got just before the kill) and when its charge reached the gate (performance.now() ms). */
+/** A crash made: the payment, the killed request's exchange (no answer, or the answer it got just before the kill) and when its charge reached the gate (performance.now() ms). */
 interface Crash {
   req: Payment;
   lost: Exchange;
   chargedAt: number;
+  /** How the server's writes after charge() were held while it was killed (crashReturned): at the database's gate (default), by the grader's write lock, or not at all (crashLocked could not take the lock). */
+  heldBy?: 'gate' | 'lock' | 'none';
+}
+
+/** Whether a database statement's text opens a transaction (BEGIN, after leading blanks and comments). */
+export function opensTransaction(sql: string): boolean {
+  return /^begin\b/i.test(sql.replace(/^(\s+|--[^\n]*\n|\/\*[\s\S]*?\*\/)*/, ''));
 }
 
 /**
@@ -188,10 +199,17 @@ interface Crash {
  * that inserts the ledger row, when the server writes it outside a transaction and runs
  * more after it (the payment half recorded: its ledger row and nothing after it, whatever
  * the server writes next, its record's status or a clean-up); else at its first statement
- * after charge() (a server that records in a transaction it opens then: its BEGIN); when
- * it ran none before its answer, right after its answer (`afterAnswer`).
- * @returns the plan; `notTried` when the server speaks no database's gate (it reported no
- *   statement: IDEM_DB_GATE is optional) or the probe was not answered 201
+ * after charge() (a server that records in a transaction it opens then: its BEGIN; or
+ * that transaction's COMMIT, see crashReturned). When the request ran no statement
+ * before its answer, the crash comes right after its answer (`afterAnswer`), and so it does
+ * when a thread that had run no statement before this payment ran some between charge()
+ * and the answer (a writer of its own: `requestRuns`, the request thread's statements
+ * run, a server that hands the payment over and answers without waiting for the write is
+ * killed at its answer); when the
+ * server reported no statement at all (IDEM_DB_GATE is optional), `locked`.
+ * @returns the plan
+ * @throws CheckFailed when the probe was not answered 201 (a new key's payment, charged
+ *   with nothing held: it must be the payment); Inconclusive as chargeUnderWay
  */
 async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Payment): Promise<ReturnedPlan> {
   const gate = ctx.gate(server);
@@ -200,57 +218,114 @@ async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Paymen
   const from = gate.statements.length;
   paying.hold.release();
   const answer = await paying.answer;
-  if (gate.statements.length === 0) return { notTried: t('step.12.notTried.noGate') };
   if (answer.status !== 201 || paying.doneAt === undefined) {
-    return { notTried: t('step.12.notTried.probe', { request: describeRequest(answer), status: String(answer.status ?? t('check.audit.noAnswer')) }) };
+    throw new CheckFailed(
+      t('step.12.probeStatus', { request: describeRequest(answer), server: server.label, status: String(answer.status ?? t('check.audit.noAnswer')) }),
+      t('step.12.probeStatus.why'),
+      { exchanges: [answer], details: chargesOf(ctx, probe.body, server).map(describeCharge) },
+    );
   }
+  if (gate.statements.length === 0) return { locked: true };
   const after = gate.statements.slice(from).filter((st) => thread !== undefined && st.thread === thread && st.reportedAt < paying.doneAt!);
   if (after.length === 0) return { afterAnswer: true };
+  const seen = new Set(gate.statements.slice(0, from).map((st) => st.thread));
+  if (gate.statements.slice(from).some((st) => st.thread !== thread && !seen.has(st.thread) && st.reportedAt < paying.doneAt!)) return { afterAnswer: true, requestRuns: true };
   const ledger = after.findIndex((st) => insertsLedgerRow(st.sql));
   return { at: ledger >= 0 && ledger + 1 < after.length ? ledger + 1 : 0 };
+}
+
+/** How long the third crash waits for a server without the database's gate to answer while the grader holds its database's write lock, in ms. */
+export const LOCKED_BOUND_MS = GATE_BOUND_MS;
+
+/**
+ * The crash once charge() returned on a server that speaks no database's gate: its charge
+ * is held once the money moved, the grader takes the database's write lock (BEGIN
+ * IMMEDIATE on a connection of its own, not waited for), lets the charge go, and kills the
+ * server (SIGKILL) as soon as its answer comes, or after LOCKED_BOUND_MS: while the lock
+ * is held, nothing the server writes after charge() can be committed, so a 201 that came
+ * meanwhile was answered before its ledger row was durable, unless the row was written
+ * before the charge (recover looks for it). When the lock cannot be taken at once, the
+ * server itself holds a write transaction across its charge (its writes after charge()
+ * commit with its claim or not at all): it is killed at its answer or the bound, unlocked.
+ * @returns the crash, `heldBy` saying whether the write lock was held ('lock') or not ('none')
+ * @throws CheckFailed when the charge never began; Inconclusive as chargeUnderWay
+ */
+async function crashLocked(ctx: LiveContext, j: ServerInstance, req: Payment): Promise<Crash> {
+  const inFlight = await chargeUnderWay(ctx, j, req, 'moved');
+  let unlock: (() => void) | undefined;
+  try {
+    unlock = ctx.holdWriteLock(j, 0);
+  } catch {
+    unlock = undefined;
+  }
+  try {
+    inFlight.hold.release();
+    const bound = new AbortController();
+    await Promise.race([inFlight.answer, delay(LOCKED_BOUND_MS, undefined, { signal: bound.signal }).catch(() => undefined)]);
+    bound.abort();
+    await j.kill();
+  } finally {
+    unlock?.();
+  }
+  return { req, lost: await inFlight.answer, chargedAt: inFlight.chargedAt, heldBy: unlock !== undefined ? 'lock' : 'none' };
 }
 
 /**
  * The crash once charge() returned (`returned`): on a server started with the database's
  * gate, a payment's charge is held once the money moved; then every database statement is
- * held at the gate and the charge let go, so charge() returns and the server records the
- * payment. With a plan `at` (crashPlan), every statement is let run but the request
- * thread's at that index, and the server is killed (SIGKILL) while it waits. With
- * `afterAnswer`, the statements of the request thread and of every thread the server had
- * not run statements on before this payment (one started to write it) wait, and the
- * server is killed as soon as its answer comes. Either way, a server that answers first is
- * killed at its answer, with what it runs after it waiting; one that neither reaches its
- * statement nor answers within GATE_BOUND_MS is killed wherever it waits (still a crash
- * once charge() returned). The money moved and the provider's statement has it; what the
- * server wrote before the kill stays. A 201 that came before the kill is the payment's
- * answer: its ledger row must be there (recover).
- * @returns the crash, or `notTried` with why (no database's gate, a probe not answered
- *   201, or this payment answered with another status than 201: the server is stopped)
- * @throws CheckFailed when the charge never began; Inconclusive when the bound ran out while the grader was starved
+ * held at the gate (and the statements that end a transaction) and the charge let go, so
+ * charge() returns and the server records the payment. With a plan `at` (crashPlan), every
+ * statement is let run but the request thread's at that index, and the server is killed
+ * (SIGKILL) while it waits; when that statement opens a transaction (its BEGIN) and the
+ * server has reported a transaction's end by then (IDEM_DB_GATE=ends; the lab's frame does,
+ * and the trial payment's COMMIT came long before), the BEGIN runs and the server is
+ * killed at the statement that ends that transaction (its COMMIT): every write of the
+ * transaction made, none durable, and a server that answers before its COMMIT is killed
+ * at that answer. With `afterAnswer`, the statements of the request thread and
+ * of every thread the server had not run statements on before this payment (one started to
+ * write it) wait, and the server is killed as soon as its answer comes. Either way, a
+ * server that answers first is killed at its answer, with what it runs after it waiting;
+ * one that neither reaches its statement nor answers within GATE_BOUND_MS is killed
+ * wherever it waits (still a crash once charge() returned). With `locked` (no statement
+ * reported), crashLocked. The money moved and the provider's statement has it; what the
+ * server wrote before the kill stays. The answer that came before the kill, if one did, is
+ * the payment's answer: a 201's ledger row must be there (recover); any other answer told
+ * the client nothing was promised, and the retries decide.
+ * @returns the crash, and the warning to give when it was made by crashLocked (the crash
+ *   between two of the server's writes was not tried)
+ * @throws CheckFailed when the charge never began or the probe was not answered 201;
+ *   Inconclusive when the bound ran out while the grader was starved
  */
-async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash | { notTried: string }> {
+async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash & { warning?: string }> {
   const data = ctx.data.fork('crash-returned');
   const plan = await crashPlan(ctx, j, { key: data.key(), body: data.payment() });
-  if ('notTried' in plan) {
-    await ctx.stopServer(j);
-    return plan;
+  const req = { key: data.key(), body: data.payment() };
+  if ('locked' in plan) {
+    const crash = await crashLocked(ctx, j, req);
+    const how = t(crash.heldBy === 'lock' ? 'step.12.locked.held' : 'step.12.locked.busy', { seconds: LOCKED_BOUND_MS / 1000 });
+    return { ...crash, warning: t('step.12.locked', { how }) };
   }
   const gate = ctx.gate(j);
-  const req = { key: data.key(), body: data.payment() };
   // Threads that ran statements before this payment: a background one (a sweeper, a single writer) goes on.
   const earlier = new Set(gate.statements.map((st) => st.thread));
   const inFlight = await chargeUnderWay(ctx, j, req, 'moved');
   const thread = threadOf(gate, inFlight.hold.held[0]);
   const from = gate.statements.length;
-  const statements = gate.holdStatements();
+  const statements = gate.holdStatements({ ends: true });
+  // Whether the crash comes at the COMMIT of the transaction the chosen statement opens, decided when that statement arrives.
+  let toCommit: boolean | undefined;
   const reached = () => {
     if ('at' in plan) {
       const mine = gate.statements.slice(from).filter((st) => st.thread === thread);
-      if (mine.length > plan.at && !mine[plan.at].released) return true;
+      if (mine.length > plan.at) {
+        toCommit ??= opensTransaction(mine[plan.at].sql) && gate.statements.some((st) => st.ends === true);
+        const target = toCommit ? mine.find((st, i) => i > plan.at && st.ends === true) : mine[plan.at];
+        if (target !== undefined && !target.released) return true;
+      }
       // Every other statement runs: the request's earlier writes, and any background thread's.
       statements.releaseWave();
     } else {
-      statements.releaseWave((st) => st.thread !== thread && earlier.has(st.thread));
+      statements.releaseWave((st) => (st.thread === thread && plan.requestRuns === true) || (st.thread !== thread && earlier.has(st.thread)));
     }
     return false;
   };
@@ -275,11 +350,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
   } finally {
     statements.release();
   }
-  const lost = await inFlight.answer;
-  if (lost.status !== undefined && lost.status !== 201) {
-    return { notTried: t('step.12.notTried.answered', { request: describeRequest(lost), status: String(lost.status) }) };
-  }
-  return { req, lost, chargedAt: inFlight.chargedAt };
+  return { req, lost: await inFlight.answer, chargedAt: inFlight.chargedAt };
 }
 
 /**
@@ -376,7 +447,11 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
   // Answered 201 before it was killed (crashReturned): the answer promised a payment, so its ledger row must be there.
   if (lost.status === 201 && !ctx.ledger(b).some((row) => row.idempotency_key === req.key)) {
     throw new CheckFailed(
-      t('step.12.writeBehind', { request: describeRequest(lost), id: String(paymentOf(lost).payment_id), key: JSON.stringify(req.key) }),
+      t(crash.heldBy === 'lock' ? 'step.12.writeBehind.locked' : crash.heldBy === 'none' ? 'step.12.writeBehind.killed' : 'step.12.writeBehind', {
+        request: describeRequest(lost),
+        id: String(paymentOf(lost).payment_id),
+        key: JSON.stringify(req.key),
+      }),
       t('step.12.writeBehind.why'),
       { exchanges: [lost], details: chargesOf(ctx, req.body, b).map(describeCharge) },
     );
@@ -551,12 +626,15 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
  * once) and one ledger row; on the restarted server, a charge that outlasts IDEM_LOCK_S is
  * taken over by a retry and its owner, once its charge returns, must not finish the claim
  * (still one row). The same crash is made before the money moved (on G, then H: the
- * take-over must charge) and, on a server that speaks the database's gate, once charge()
- * returned, right after the ledger row was written (on J, then K: crashReturned; the
- * take-over must neither charge nor record the payment again; a server that answers with
- * no statement after charge() is killed right after its answer, and its ledger row must be
- * there; a server without the gate gets a warning that this crash was not tried). Beside it, on a database
- * of its own, a retry while another
+ * take-over must charge) and once charge() returned, while the payment is recorded (on J,
+ * then K: crashReturned; J's own payment, which must be answered 201, shows where): on a
+ * server that speaks the database's gate, right after the ledger row was written or at the
+ * COMMIT of the transaction that records it; a server that answers first, or with no
+ * statement after charge(), is killed right after its answer, and its ledger row must be
+ * there; a server without the gate is killed at its answer or a bound while the grader
+ * holds the database's write lock, with a warning that the crash between two of its writes
+ * was not tried. The take-over must neither charge nor record the payment again. Beside
+ * it, on a database of its own, a retry while another
  * server is still charging, and a server started then, must not take that younger claim
  * over: the first request keeps its payment (docs/server-contract.md, "The advanced track").
  */
@@ -577,7 +655,7 @@ export const step: Step = {
       ctx.startServer({ env: CRASH_ENV, label: 'A', priority: 2000 }),
       ctx.startServer({ database: beforeDatabase, env: CRASH_ENV, label: 'G', priority: 2000 }),
       ctx.startServer({ database: liveDatabase, env: liveEnv(0), label: 'C', priority: 3000 + LIVE_WINDOWS_MS[0] }),
-      ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, dbGate: true, label: 'J', priority: 2000 }),
+      ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, dbGate: 'ends', label: 'J', priority: 2000 }),
     ]);
     for (const start of starts) if (start.status === 'rejected') throw start.reason;
     const [a, g, c, j] = starts.map((start) => (start as PromiseFulfilledResult<ServerInstance>).value);
@@ -588,29 +666,28 @@ export const step: Step = {
         // The three crashes at once (after the money moved on A, before it moved on G, once
         // charge() returned on J); the folders are put back as the learner's with only the
         // databases and statements kept (a restarted pod keeps its volume only), and B, H
-        // and K start there (no K when J could not be crashed there: see crashReturned).
-        const [after, before, third] = await Promise.all([
+        // and K start there.
+        const [after, before, returned] = await Promise.all([
           inPart(crashName('after'), () => crashAt(ctx, a, 'after')),
           inPart(crashName('before'), () => crashAt(ctx, g, 'before')),
           inPart(crashName('returned'), () => crashReturned(ctx, j)),
         ]);
-        // Not tried is said, never passed over: the verdict names the crash point left out and why.
-        const returned = 'notTried' in third ? undefined : third;
-        if ('notTried' in third) ctx.warn(t('step.12.notTried', { why: third.notTried }));
+        // Crashed under the database's write lock (no gate): the crash between two writes, not tried, is said.
+        if (returned.warning) ctx.warn(returned.warning);
         // Killed (or stopped), their processes may take a moment to be reaped on a busy machine: the folders are put back once they are gone.
         await Promise.all([a, g, j].map((server) => server.endedWithin(KILLED_WITHIN_MS)));
         ctx.renewCopies();
         const [b, h, k] = await Promise.all([
           ctx.startServer({ env: CRASH_ENV, label: 'B', priority: 1500 }),
           ctx.startServer({ database: beforeDatabase, env: CRASH_ENV, label: 'H', priority: 1500 }),
-          returned ? ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, label: 'K', priority: 1500 }) : undefined,
+          ctx.startServer({ database: returnedDatabase, env: CRASH_ENV, label: 'K', priority: 1500 }),
         ]);
         // Beside the retries, on B: a charge that outlasts IDEM_LOCK_S while its owner lives.
         const [recovered, recoveredBefore, slow, recoveredReturned] = await Promise.all([
           settle(inPart(crashName('after'), () => recover(ctx, b, after, 'after'))),
           settle(inPart(crashName('before'), () => recover(ctx, h, before, 'before'))),
           settle(inPart(t('step.12.part.slow', { lock: CRASH_LOCK_S }), () => slowOwner(ctx, b))),
-          settle(returned && k ? inPart(crashName('returned'), () => recover(ctx, k, returned, 'returned')) : Promise.resolve(undefined)),
+          settle(inPart(crashName('returned'), () => recover(ctx, k, returned, 'returned'))),
         ]);
         if ('err' in recovered) throw recovered.err;
         if ('err' in recoveredBefore) throw recoveredBefore.err;
