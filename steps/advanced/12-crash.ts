@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed, inPart } from '../../grader/failure.js';
-import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
 import { limits } from '../../grader/limits.js';
 import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
@@ -217,7 +217,16 @@ async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Paymen
   const thread = threadOf(gate, paying.hold.held[0]);
   const from = gate.statements.length;
   paying.hold.release();
-  const answer = await paying.answer;
+  const lag = startLagMonitor();
+  const starved = starveWatch(new SchedWatch([{ pid: server.pid, port: server.port, dbPath: server.dbPath }]));
+  const answer = await paying.answer.finally(() => lag.stop());
+  // No answer within the request bound while the grader or the server was kept off a CPU says more about the machine.
+  if (answer.status === undefined && answer.errorCode === 'timeout') {
+    if (answer.starved) throw starvedExchange(answer);
+    if (lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+    const queued = starved.waitedMs();
+    if (queued >= STARVED_QUEUE_MS) throw new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) }));
+  }
   if (answer.status !== 201 || paying.doneAt === undefined) {
     throw new CheckFailed(
       t('step.12.probeStatus', { request: describeRequest(answer), server: server.label, status: String(answer.status ?? t('check.audit.noAnswer')) }),
