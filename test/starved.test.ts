@@ -37,6 +37,11 @@ async function gradeServer(source: string, stepId: string, during?: (dir: string
     fs.writeFileSync(path.join(tmp.dir, 'server.py'), source);
     during?.(tmp.dir);
     const [result] = await grade({ workspace: tmp.dir, steps: selectSteps([stepId]), command: await resolveInterpreter(DEFAULT_COMMAND, tmp.dir) });
+    // A killed process needs CPU to exit: in this test's own 1 ms a second group that took
+    // longer than the grader's wait after SIGKILL (a full run saw the server still there).
+    // The quota is lifted first, then the server must be gone within a bound.
+    cgroup?.unthrottle();
+    for (let i = 0; i < 200 && serversUnder(copies).length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 25));
     assert.deepEqual(serversUnder(copies), [], 'no process of the server is left running');
     return result;
   } finally {
@@ -96,7 +101,7 @@ test('a server that never listens (it sleeps) still fails the start limit, every
 });
 
 /** A cpu cgroup (v1) with 1 ms of CPU a second, or undefined where none can be made (not root, cgroup v2 only). */
-function throttledCgroup(): { procs: string; remove(): void } | undefined {
+function throttledCgroup(): { procs: string; throttle(): void; unthrottle(): void; remove(): void } | undefined {
   const root = '/sys/fs/cgroup/cpu';
   if (process.getuid?.() !== 0 || !fs.existsSync(path.join(root, 'cpu.cfs_quota_us'))) return undefined;
   const dir = path.join(root, `idem-starved-${process.pid}-${Math.random().toString(16).slice(2, 8)}`);
@@ -109,6 +114,9 @@ function throttledCgroup(): { procs: string; remove(): void } | undefined {
   }
   return {
     procs: path.join(dir, 'cgroup.procs'),
+    // Lifts the quota until the next test's throttle() (a killed member exits at once).
+    unthrottle: () => fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), '-1'),
+    throttle: () => fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), '1000'),
     remove: () => {
       // Its processes are gone (the grader stopped them); the kernel lets an empty group go.
       for (let i = 0; i < 50; i++) {
@@ -126,6 +134,7 @@ function throttledCgroup(): { procs: string; remove(): void } | undefined {
 const cgroup = throttledCgroup();
 
 test('a server kept off the CPU (a cgroup quota of 1 ms a second) while it starts is inconclusive after its retries, never failed', { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
   process.env.IDEM_LAB_START_TIMEOUT_MS = '1500';
   const source = `import os\nopen(${JSON.stringify(cgroup!.procs)}, "w").write(str(os.getpid()))\n${serverSource('reference')}`;
   const result = await gradeServer(source, '02');
@@ -135,6 +144,7 @@ test('a server kept off the CPU (a cgroup quota of 1 ms a second) while it start
 });
 
 test('a /pay kept off the CPU (the server joins the 1 ms a second cgroup on its first payment) is inconclusive; one that hangs asleep still fails', { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
   process.env.IDEM_LAB_REQUEST_TIMEOUT_MS = '1500';
   const join = `\n_joined = False\n_handle_pay = handle_pay\ndef handle_pay(key, payload):\n    global _joined\n    if not _joined:\n        _joined = True\n        open(${JSON.stringify(cgroup!.procs)}, "w").write(str(os.getpid()))\n        sum(range(10**7))\n    return _handle_pay(key, payload)\n`;
   const main = 'if __name__ == "__main__":';
