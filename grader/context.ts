@@ -129,7 +129,7 @@ export class LiveContext {
    * the machine too busy) leaves requests of its own in flight or unanswered: they are the
    * grader's, judged by nothing (see leaveOut).
    */
-  readonly leftOut = new Set<string>();
+  private readonly leftOut = new Set<string>();
   /** The keys of the ledger rows the check wrote itself (seedLedgerRow): the final audit (audit.ts) takes them for no payment of the server's. */
   readonly seededKeys = new Set<string>();
   private readonly openGates: ProviderGate[] = [];
@@ -510,7 +510,12 @@ export class LiveContext {
    * without a verdict, whose bodies no other part sent (seeded bodies never repeat).
    */
   leaveOut(bodies: Iterable<{ user: string; amount: number }>): void {
-    for (const b of bodies) this.leftOut.add(`${b.user}\0${b.amount}`);
+    for (const b of bodies) this.leftOut.add(leftOutId(b));
+  }
+
+  /** Whether a body (a request's, a charge's or a ledger row's user and amount) was left out of the final audit (leaveOut). */
+  isLeftOut(body: { user: string; amount: number }): boolean {
+    return this.leftOut.has(leftOutId(body));
   }
 
   /** A key no earlier request of this check used, from the seed: a UUID. */
@@ -659,4 +664,9 @@ export class LiveContext {
     }
     return readLedger(dbPath);
   }
+}
+
+/** A left-out body's entry in LiveContext.leftOut: its user, NUL, its amount. */
+function leftOutId(body: { user: string; amount: number }): string {
+  return `${body.user}\0${body.amount}`;
 }

@@ -4,6 +4,7 @@ import { describeCharge, describeRequest, expectCharges, expectReplay, expectRow
 import { limits } from '../../grader/limits.js';
 import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
+import { starvedVerdict } from '../basic/05-race.js';
 import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
@@ -223,9 +224,8 @@ async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Paymen
   // No answer within the request bound while the grader or the server was kept off a CPU says more about the machine.
   if (answer.status === undefined && answer.errorCode === 'timeout') {
     if (answer.starved) throw starvedExchange(answer);
-    if (lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
-    const queued = starved.waitedMs();
-    if (queued >= STARVED_QUEUE_MS) throw new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) }));
+    const machine = starvedVerdict(lag, starved, STARVED_QUEUE_MS);
+    if (machine) throw machine;
   }
   if (answer.status !== 201 || paying.doneAt === undefined) {
     throw new CheckFailed(
@@ -431,9 +431,8 @@ async function judgeTakeover(
   const waitedMs = (i: number) => decidedAt(i) - Math.max(sentAt[i], chargedAt + lockMs);
   const waited = tries.findIndex((_, i) => waitedMs(i) >= (LATE_TAKEOVER - 1) * lockMs);
   if (waited < 0) return;
-  if (lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
-  const queued = starved.waitedMs();
-  if (queued >= STARVED_QUEUE_MS) throw new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) }));
+  const machine = starvedVerdict(lag, starved, STARVED_QUEUE_MS);
+  if (machine) throw machine;
   const own = await yardstick();
   if (waitedMs(waited) - own < (LATE_TAKEOVER - 1) * lockMs) throw new Inconclusive(t('step.12.slowPayment', { ms: Math.round(own) }));
   throw fail(waited, LATE_TAKEOVER);

@@ -154,12 +154,20 @@ function gateSaw(charges: GateCharge[]): string[] {
  * meanwhile, the result says nothing about the server (Inconclusive); else `failure`.
  */
 function boundRanOut(lag: LagMonitor, failure: () => CheckFailed, starved?: { waitedMs(): number }): Error {
+  return starvedVerdict(lag, starved) ?? failure();
+}
+
+/**
+ * Whether a wait that ran long says more about the machine than the server: Inconclusive
+ * when the grader's own event loop lagged STARVED_LAG_MS or more, or the server's threads
+ * waited `queueMs` ms or more in all for a CPU (/proc schedstat: a server blocked on a lock
+ * sleeps and waits for none; one the machine starved does); else undefined. Steps 05 and 12.
+ */
+export function starvedVerdict(lag: { worstMs(): number }, starved?: { waitedMs(): number }, queueMs = SERVER_STARVED_MS): Inconclusive | undefined {
   const worst = lag.worstMs();
   if (worst >= STARVED_LAG_MS) return new Inconclusive(t('step.05.starved', { ms: Math.round(worst) }));
-  // The server's threads kept waiting for a CPU (summed over its threads, /proc schedstat):
-  // a server blocked on a lock sleeps and waits for none; one the machine starved does.
   const queued = starved?.waitedMs() ?? 0;
-  return queued >= SERVER_STARVED_MS ? new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) })) : failure();
+  return queued >= queueMs ? new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) })) : undefined;
 }
 
 /**
