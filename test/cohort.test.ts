@@ -60,7 +60,12 @@ test('one at a time: every solution graded, reference passes, starter fails 02-0
   assert.equal(row('reference').score, 8);
   assert.deepEqual(STEPS.map((s) => row('starter').steps[s.id]), ['pass', 'fail', 'fail', 'fail', 'fail', 'fail', 'pass', 'pass']);
   assert.match(row('starter').firstFailure, /^02 replay: Replay the stored response: The retry must get the stored first response back unchanged/);
-  assert.ok(oneByOne.rows.every((r) => r.status !== 'error'), oneByOne.rows.map((r) => `${r.student}: ${r.firstFailure}`).join('\n'));
+  // An error row is allowed only where every step in error was inconclusive (the machine was
+  // too busy to judge it: grader/gate.ts), never a server that could not start.
+  for (const row of oneByOne.rows.filter((r) => r.status === 'error')) {
+    const errors = row.report.steps.filter((s) => s.result.status === 'error');
+    assert.ok(errors.length > 0 && errors.every((s) => s.result.inconclusive === true), `${row.student}: an error row only for inconclusive steps: ${row.firstFailure}`);
+  }
 });
 
 test('idem-lab grade --jobs 2: the same verdicts as one at a time; broken repositories are error rows; gradebooks written', async () => {
@@ -80,9 +85,16 @@ test('idem-lab grade --jobs 2: the same verdicts as one at a time; broken reposi
   assert.equal(book.jobs, 2);
   assert.deepEqual(book.students.map((s: { student: string }) => s.student), dirs);
   const validResults = new Ajv().compile(RESULTS_SCHEMA);
+  // A step inconclusive in either run (status error: the machine was too busy to judge it) has
+  // no verdict to compare; there must not be many of them.
+  let compared = 0;
+  let inconclusive = 0;
   for (const [i, name] of solutions.entries()) {
     const student = book.students[i];
-    const steady = STEPS.filter((s) => !racySteps(name).includes(s.id));
+    const judged = STEPS.filter((s) => !racySteps(name).includes(s.id));
+    const steady = judged.filter((s) => student.steps[s.id].status !== 'error' && oneByOne.rows[i].steps[s.id] !== 'error');
+    compared += judged.length;
+    inconclusive += judged.length - steady.length;
     assert.deepEqual(
       steady.map((s) => student.steps[s.id].status),
       steady.map((s) => oneByOne.rows[i].steps[s.id]),
@@ -91,6 +103,7 @@ test('idem-lab grade --jobs 2: the same verdicts as one at a time; broken reposi
     if (steady.length === STEPS.length) assert.equal(student.score, oneByOne.rows[i].score);
     assert.ok(validResults(student.results), `${name}: its results.json is valid`);
   }
+  assert.ok(inconclusive * 5 <= compared, `at most a fifth of the steps inconclusive (${inconclusive} of ${compared})`);
   const byName = (name: string) => book.students[dirs.indexOf(name)];
   for (const name of [...BROKEN, 'no-server']) assert.equal(byName(name).status, 'error', `${name} is an error row`);
   assert.match(byName('crash-at-start').first_failure, /^The server could not start.*exited during start-up \(exit code 1\)/);
@@ -120,7 +133,8 @@ test('idem-lab grade --jobs 2: the same verdicts as one at a time; broken reposi
 
   assert.match(run.stdout, /^student +status +01 02 03 04 05 06 07 08 +score +first failure$/m);
   assert.match(run.stdout, /^reference +pass +(✓ +){8}8\/8 *$/m);
-  assert.match(run.stdout, new RegExp(`${dirs.length} workspaces graded in [\\d.]+ s with --jobs 2: \\d+ pass, \\d+ fail, 4 error\\.`));
+  const errorRows = 4 + book.students.slice(0, solutions.length).filter((s: { status: string }) => s.status === 'error').length;
+  assert.match(run.stdout, new RegExp(`${dirs.length} workspaces graded in [\\d.]+ s with --jobs 2: \\d+ pass, \\d+ fail, ${errorRows} error\\.`));
   assert.deepEqual(serversUnder(root.dir), [], 'no server left running');
 });
 
