@@ -44,8 +44,12 @@ export const CRASH_POINTS = ['after', 'before', 'returned'] as const;
 export type CrashPoint = (typeof CRASH_POINTS)[number];
 /** How long a killed server's processes may take to be gone before its folder is put back, in ms. */
 const KILLED_WITHIN_MS = 10_000;
-/** The most time a charge is awaited at the provider's gate, in ms: a bound, not what decides. */
-const GATE_BOUND_MS = 8000;
+/**
+ * The most time a charge is awaited at the provider's gate, in ms: a bound, not what decides;
+ * the request limit (limits().requestMs, IDEM_LAB_REQUEST_TIMEOUT_MS, 8000 by default), as
+ * long as any request of the check is awaited.
+ */
+const gateBoundMs = (): number => limits().requestMs;
 /** How long, beyond IDEM_LOCK_S, the retries after the crash may take to get their 201, in ms: far less than the default IDEM_LOCK_S of 30 s. */
 export const RECOVERY_BOUND_MS = 4000;
 /** The retrying client's delay between two tries, in ms, and its most tries. */
@@ -101,7 +105,7 @@ async function chargeUnderWay(
   const lag = startLagMonitor();
   const pending = sendPending(ctx, server, req);
   try {
-    const held = await Promise.race([gate.until(() => hold.held.length > 0, GATE_BOUND_MS), pending.answer.then(() => hold.held.length > 0)]);
+    const held = await Promise.race([gate.until(() => hold.held.length > 0, gateBoundMs()), pending.answer.then(() => hold.held.length > 0)]);
     // The same object (not a copy): its doneAt is set when the answer comes.
     if (held) return Object.assign(pending, { hold, chargedAt: hold.held[0].startedAt });
     hold.release();
@@ -244,13 +248,13 @@ async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Paymen
 }
 
 /** How long the third crash waits for a server without the database's gate to answer while the grader holds its database's write lock, in ms. */
-export const LOCKED_BOUND_MS = GATE_BOUND_MS;
+export const lockedBoundMs = gateBoundMs;
 
 /**
  * The crash once charge() returned on a server that speaks no database's gate: its charge
  * is held once the money moved, the grader takes the database's write lock (BEGIN
  * IMMEDIATE on a connection of its own, not waited for), lets the charge go, and kills the
- * server (SIGKILL) as soon as its answer comes, or after LOCKED_BOUND_MS: while the lock
+ * server (SIGKILL) as soon as its answer comes, or after lockedBoundMs(): while the lock
  * is held, nothing the server writes after charge() can be committed, so a 201 that came
  * meanwhile was answered before its ledger row was durable, unless the row was written
  * before the charge (recover looks for it). When the lock cannot be taken at once, the
@@ -270,7 +274,7 @@ async function crashLocked(ctx: LiveContext, j: ServerInstance, req: Payment): P
   try {
     inFlight.hold.release();
     const bound = new AbortController();
-    await Promise.race([inFlight.answer, delay(LOCKED_BOUND_MS, undefined, { signal: bound.signal }).catch(() => undefined)]);
+    await Promise.race([inFlight.answer, delay(lockedBoundMs(), undefined, { signal: bound.signal }).catch(() => undefined)]);
     bound.abort();
     await j.kill();
   } finally {
@@ -294,7 +298,7 @@ async function crashLocked(ctx: LiveContext, j: ServerInstance, req: Payment): P
  * of every thread the server had not run statements on before this payment (one started to
  * write it) wait, and the server is killed as soon as its answer comes. Either way, a
  * server that answers first is killed at its answer, with what it runs after it waiting;
- * one that neither reaches its statement nor answers within GATE_BOUND_MS is killed
+ * one that neither reaches its statement nor answers within gateBoundMs() is killed
  * wherever it waits (still a crash once charge() returned). With `locked` (no statement
  * reported), crashLocked. The money moved and the provider's statement has it; what the
  * server wrote before the kill stays. The answer that came before the kill, if one did, is
@@ -311,7 +315,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
   const req = { key: data.key(), body: data.payment() };
   if ('locked' in plan) {
     const crash = await crashLocked(ctx, j, req);
-    const how = t(crash.heldBy === 'lock' ? 'step.12.locked.held' : 'step.12.locked.busy', { seconds: LOCKED_BOUND_MS / 1000 });
+    const how = t(crash.heldBy === 'lock' ? 'step.12.locked.held' : 'step.12.locked.busy', { seconds: lockedBoundMs() / 1000 });
     return { ...crash, warning: t('step.12.locked', { how }) };
   }
   const gate = ctx.gate(j);
@@ -347,7 +351,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
         off();
         resolve();
       };
-      const timer = setTimeout(finish, GATE_BOUND_MS);
+      const timer = setTimeout(finish, gateBoundMs());
       const off = gate.onReport(() => {
         if (reached()) finish();
       });
@@ -605,6 +609,9 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
   const answers = await Promise.all(retries.map((r) => r.answer));
   const young = owner.doneAt !== undefined && owner.doneAt - owner.sentAt < lock * 1000;
   if (!judge && (retries.length === 0 || !young)) {
+    // Given up on without a verdict: its payment (charged once or twice, on rows of its own
+    // body) is no evidence either way, so the final audit leaves it out.
+    ctx.leaveOut([req.body]);
     await Promise.all([ctx.stopServer(c), ctx.stopServer(d)]);
     return undefined;
   }
