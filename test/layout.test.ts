@@ -20,11 +20,33 @@ function sources(dir: string): string[] {
   return found;
 }
 
+/**
+ * The relative specifiers a module's text imports, as written (`./x.js`): `import … from`,
+ * `export … from`, dynamic `import(…)` and side-effect `import '…'` (which loads a module as
+ * surely as the others).
+ */
+function importsIn(text: string): string[] {
+  return [...text.matchAll(/(?:\bfrom|\bimport\s*\(?)\s*['"](\.{1,2}\/[^'"]+)['"]/g)].map(([, spec]) => spec);
+}
+
 /** The package-relative paths a source file imports (relative specifiers only), e.g. `steps/index.js`. */
 function importsOf(file: string): string[] {
   const text = fs.readFileSync(path.join(PACKAGE_ROOT, file), 'utf8');
-  return [...text.matchAll(/(?:from|import\()\s*['"](\.{1,2}\/[^'"]+)['"]/g)].map(([, spec]) => path.posix.normalize(path.posix.join(path.posix.dirname(file), spec)));
+  return importsIn(text).map((spec) => path.posix.normalize(path.posix.join(path.posix.dirname(file), spec)));
 }
+
+test('the import scan reads every form of import: from, dynamic, side-effect, re-export', () => {
+  const text = [
+    "import { a } from './a.js';",
+    "import type { B } from '../b.js';",
+    "import './side-effect.js';",
+    "const c = await import('./c.js');",
+    "export { d } from './d.js';",
+    "import fs from 'node:fs';",
+    "const s = 'import is a word';",
+  ].join('\n');
+  assert.deepEqual(importsIn(text), ['./a.js', '../b.js', './side-effect.js', './c.js', './d.js']);
+});
 
 test('grader/ imports nothing of steps/, lab/ or bin/: the engine is given its track', () => {
   const files = sources('grader');
