@@ -14,7 +14,7 @@ import { readSheet, sheetSection } from '../lab/sheet.js';
 import { layWorkspace, lineage, openWorkspace, readState, updateState } from '../lab/workspace.js';
 import { workspaceDir } from '../lab/paths.js';
 import { TRACKS } from '../steps/index.js';
-import { currentTrack, passedIn, resolveTrack, stepsLeftBefore } from './shared/tracks.js';
+import { currentTrack, passedIn, resolveTrack, stepsLeftBefore, trackName } from './shared/tracks.js';
 import { outputOf, type Output } from './shared/output.js';
 
 /** Per track: `* basic     8 steps, 8 pass`, the current one starred. */
@@ -43,7 +43,7 @@ export function trackCommand(id: string | undefined, options: { dir?: string; ou
   const { workspace } = openWorkspace(workspaceDir(options));
   if (id === undefined) {
     for (const line of trackLines(workspace, c)) print(line);
-    print(c.dim(t('cli.track.switch')));
+    print(c.dim(t('cli.track.switch', { ids: listOf(TRACKS.map((tr) => tr.id)) })));
     return 0;
   }
   const wanted = resolveTrack(id);
@@ -64,7 +64,9 @@ export function trackCommand(id: string | undefined, options: { dir?: string; ou
   print('');
   print(formatProgress(passedIn(track, workspace), track.steps.length, c));
   const left = stepsLeftBefore(wanted, workspace);
-  if (left.length > 0) print(c.yellow(t('cli.track.basicFirst', { steps: listOf(left.map((s) => s.id)) })));
+  if (left.length > 0 && wanted.buildsOn) {
+    print(c.yellow(t('cli.track.buildsOn', { steps: listOf(left.map((s) => s.id)), base: trackName(wanted.buildsOn), track: trackName(wanted) })));
+  }
   const next = track.steps.find((s) => steps[s.id]?.status !== 'pass') ?? track.steps[0];
   const section = sheetSection(readSheet(workspace), next.id);
   if (section) print(`\n${section}`);

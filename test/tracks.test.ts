@@ -48,6 +48,7 @@ test('idem-lab track lists the tracks; track advanced lays ADVANCED.md and renew
     assert.equal(list.exitCode, 0, list.stderr);
     assert.match(list.stdout, /^\* basic\s+steps 01-08: 0 of 8 pass$/m);
     assert.match(list.stdout, new RegExp(`^  advanced\\s+steps 09-${ADVANCED_STEPS[ADVANCED_STEPS.length - 1].id}: 0 of ${ADVANCED_STEPS.length} pass$`, 'm'));
+    assert.match(list.stdout, /idem-lab track ID follows another track \(basic, advanced\)\./, 'the ids come from TRACKS');
 
     const bad = await runMain(['track', 'expert', '--dir', ws.dir]);
     assert.equal(bad.exitCode, 2);
@@ -89,6 +90,7 @@ test('idem-lab track lists the tracks; track advanced lays ADVANCED.md and renew
     assert.equal(back.exitCode, 0, back.stderr);
     assert.equal(readState(ws.dir).track, 'basic');
     assert.match((await runMain(['status', '--dir', ws.dir])).stdout, /Progress: 0 of 8 steps pass/);
+    assert.doesNotMatch(back.stdout, /do not pass yet/, 'the first track builds on none');
   } finally {
     ws.remove();
   }
