@@ -34,21 +34,54 @@ import { openWorkspace } from '../lab/workspace.js';
 import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
 import { fixtureWorkspace } from '../test/support.js';
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    all: { type: 'boolean', default: false },
-    list: { type: 'boolean', default: false },
-    runs: { type: 'string', default: process.env.SOAK_RUNS ?? '100' },
-    load: { type: 'string', default: '0' },
-    disk: { type: 'string', default: '0' },
-    jobs: { type: 'string', default: '1' },
-    track: { type: 'string', default: 'basic' },
-    only: { type: 'string' },
-    steps: { type: 'string' },
-    sandbox: { type: 'string', default: 'auto' },
-  },
-});
+/** What `npm run soak -- --help` prints, and a bad option gets with exit code 2. */
+const USAGE = `usage: npm run soak -- [N | --runs N] [--load N] [--disk N] [--jobs N] [--track basic|advanced | --all]
+                        [--only NAME[,NAME...]] [--steps 05[,06]] [--sandbox auto|required|off] [--list] [--help]
+  N, --runs N     runs per fixture and step (default SOAK_RUNS or 100)
+  --load N        busy loops kept running meanwhile (default 0)
+  --disk N        disk writers kept running meanwhile (default 0)
+  --jobs N        runs graded at once (default 1)
+  --track T       basic (default: 05 and 06) or advanced (12); --all soaks both
+  --only NAMES    only these fixtures; --steps IDS only these steps
+  --sandbox MODE  auto (default), required or off
+  --list          print the fixtures and steps it would soak, and stop`;
+
+/** The command line, or usage and exit code 2 for an option it does not know. */
+function readArgs() {
+  try {
+    return parseArgs({
+      allowPositionals: true,
+      options: {
+        help: { type: 'boolean', default: false },
+        all: { type: 'boolean', default: false },
+        list: { type: 'boolean', default: false },
+        runs: { type: 'string', default: process.env.SOAK_RUNS ?? '100' },
+        load: { type: 'string', default: '0' },
+        disk: { type: 'string', default: '0' },
+        jobs: { type: 'string', default: '1' },
+        track: { type: 'string', default: 'basic' },
+        only: { type: 'string' },
+        steps: { type: 'string' },
+        sandbox: { type: 'string', default: 'auto' },
+      },
+    });
+  } catch (err) {
+    console.error(`soak: ${(err as Error).message}\n${USAGE}`);
+    process.exit(2);
+  }
+}
+const { values, positionals } = readArgs();
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+for (const [name, value] of [['load', values.load], ['disk', values.disk], ['jobs', values.jobs]] as const) {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < (name === 'jobs' ? 1 : 0)) {
+    console.error(`soak: --${name} must be a whole number of ${name === 'jobs' ? 1 : 0} or more (got ${value})\n${USAGE}`);
+    process.exit(2);
+  }
+}
 const runs = Number(positionals[0] ?? values.runs);
 if (!Number.isInteger(runs) || runs < 1) {
   console.error(`soak: the number of runs must be a whole number from 1 (got ${positionals[0] ?? values.runs})`);
