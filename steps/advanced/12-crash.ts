@@ -5,6 +5,7 @@ import { limits } from '../../grader/limits.js';
 import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { starvedVerdict } from '../basic/05-race.js';
+import { linkTarget } from './14-state.js';
 import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
@@ -514,6 +515,7 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
   if (lost.status === 201) expectReplay(lost, last, t('step.12.writeBehind.why'));
   const later = await ctx.pay(b, req);
   expectReplay(last, later, t('step.12.replay.why'));
+  expectSameLink(last, later, b);
   if (!saysReplayed(later)) {
     throw new CheckFailed(t('step.09.unmarked', { what: t('step.12.laterRetry'), value: later.replayed ?? t('step.09.noHeader') }), t('step.09.unmarked.why'), { exchanges: [last, later] });
   }
@@ -560,6 +562,28 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
   expectRows(ctx, req.key, 1, [answer, ...tries], why, b);
   const later = await ctx.pay(b, req);
   expectReplay(last, later, t('step.12.replay.why'));
+  expectSameLink(last, later, b);
+}
+
+/**
+ * Requires the 201 of the retry that took a claim over (the payment's first answer) to
+ * carry the Location its later replay carries (both on `on`, resolved as a client follows
+ * them: linkTarget; when either does not resolve, the two headers must read the same). A
+ * replay without Location is step 14's to judge, and so is where the link leads: only a
+ * take-over that links elsewhere than its replay, or nowhere, fails here.
+ * @throws CheckFailed naming both headers
+ */
+function expectSameLink(takeover: Exchange, replay: Exchange, on: ServerInstance): void {
+  if (replay.location === undefined) return;
+  if (takeover.location === undefined) {
+    throw new CheckFailed(t('step.12.takeoverNoLocation', { location: replay.location }), t('step.12.takeoverLocation.why'), { exchanges: [takeover, replay] });
+  }
+  const was = linkTarget(takeover.location, on.port);
+  const is = linkTarget(replay.location, on.port);
+  const same = 'target' in was && 'target' in is ? was.target === is.target : takeover.location.trim() === replay.location.trim();
+  if (!same) {
+    throw new CheckFailed(t('step.12.takeoverLocation', { first: takeover.location, location: replay.location }), t('step.12.takeoverLocation.why'), { exchanges: [takeover, replay] });
+  }
 }
 
 /** IDEM_LOCK_S of the live deployment of an attempt, in s. */
