@@ -312,7 +312,11 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
  * EXPIRY_MARGIN_MS past the payment's TTL, and so does a grace added to the TTL); it is
  * then refused on A, A again and B, with another amount on A (410 still, its record maybe
  * still there), and, once its record is deleted, with another amount again (410); another user under it is that user's new payment (201). A 410 carries no
- * payment at any depth (carriesPayment).
+ * payment at any depth (carriesPayment) and no Location header. B is started more than a
+ * TTL after A (B_AFTER_A_MS): a replay on B of a key A refused, or a 410 on A to a payment
+ * just made on B, is a record age that differs by server (a clock from the process's
+ * start). LATE_CHARGE_WAIT_MS after the last 410 the provider's statement is read again:
+ * a refused key charged later, in the background, fails.
  */
 export const step: Step = {
   id: '11',

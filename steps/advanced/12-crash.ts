@@ -665,7 +665,8 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
  * statement after charge(), is killed right after its answer, and its ledger row must be
  * there; a server without the gate is killed at its answer or a bound while the grader
  * holds the database's write lock, with a warning that the crash between two of its writes
- * was not tried. The take-over must neither charge nor record the payment again. Beside
+ * was not tried. The take-over must neither charge nor record the payment again, and its
+ * 201 carries the Location its later replay carries (expectSameLink). Beside
  * it, on a database of its own, a retry while another
  * server is still charging, and a server started then, must not take that younger claim
  * over: the first request keeps its payment (docs/server-contract.md, "The advanced track").

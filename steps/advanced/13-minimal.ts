@@ -211,8 +211,9 @@ export const REPLAY_GAP_MS = 10;
  * sqlite file but the contract's columns of the ledger and refunds (PAYMENT_COLUMNS) is
  * read (read-only, bounded: grader/tables.ts), and every file the servers created beside
  * the database (LiveContext.createdBeside): none may hold the first response's charged_at,
- * as it is, as its digits, epoch milliseconds or a julian day, or under base64, hex, zlib
- * or gzip, but as a record's own time (ownTime: a cell that is nothing but a time, the
+ * as it is, as its digits, epoch milliseconds, a julian day, its digits in the servers'
+ * local wall time or a pickled datetime, or under base64, hex, zlib or gzip, nor split
+ * across the cells of a row (copiesOf), but as a record's own time (ownTime: a cell that is nothing but a time, the
  * only one of its row) (the essay: store the status and a
  * pointer to the result, and let the ledger be the one copy of the payment;
  * docs/server-contract.md, "The advanced track").
