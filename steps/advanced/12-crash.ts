@@ -5,7 +5,7 @@ import { limits } from '../../grader/limits.js';
 import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { starvedVerdict } from '../basic/05-race.js';
-import { linkTarget } from './14-state.js';
+import { linkTarget, paymentPath } from './14-state.js';
 import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
@@ -568,20 +568,23 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
 /**
  * Requires the 201 of the retry that took a claim over (the payment's first answer) to
  * carry the Location its later replay carries (both on `on`, resolved as a client follows
- * them: linkTarget; when either does not resolve, the two headers must read the same). A
- * replay without Location is step 14's to judge, and so is where the link leads: only a
- * take-over that links elsewhere than its replay, or nowhere, fails here.
+ * them: linkTarget). A replay without Location, or one that links elsewhere than the
+ * payment's own path (/payments/{id}) while the take-over links there, is step 14's to
+ * judge: only a take-over without the Location its replay has, or one that leads
+ * elsewhere while the replay leads to the payment, fails here.
  * @throws CheckFailed naming both headers
  */
 function expectSameLink(takeover: Exchange, replay: Exchange, on: ServerInstance): void {
-  if (replay.location === undefined) return;
-  if (takeover.location === undefined) {
+  if (replay.location === undefined || replay.location.trim() === '') return;
+  if (takeover.location === undefined || takeover.location.trim() === '') {
     throw new CheckFailed(t('step.12.takeoverNoLocation', { location: replay.location }), t('step.12.takeoverLocation.why'), { exchanges: [takeover, replay] });
   }
-  const was = linkTarget(takeover.location, on.port);
-  const is = linkTarget(replay.location, on.port);
-  const same = 'target' in was && 'target' in is ? was.target === is.target : takeover.location.trim() === replay.location.trim();
-  if (!same) {
+  const own = paymentPath(Number(paymentOf(takeover).payment_id));
+  const target = (location: string) => {
+    const link = linkTarget(location, on.port);
+    return 'target' in link ? link.target : undefined;
+  };
+  if (target(replay.location) === own && target(takeover.location) !== own) {
     throw new CheckFailed(t('step.12.takeoverLocation', { first: takeover.location, location: replay.location }), t('step.12.takeoverLocation.why'), { exchanges: [takeover, replay] });
   }
 }
