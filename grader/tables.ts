@@ -176,15 +176,17 @@ export function timestampForms(iso: string): string[] {
 
 /**
  * The cells that hold `text` as it is, or (when `digits` are given, e.g. timestampForms)
- * any of them among the cell's digits, also once an encoding or two is undone (base64 or
- * base64url, hex, zlib, gzip, raw deflate). What no common encoding reveals (an encryption,
- * a compression of another kind) is not found.
+ * any of them among the cell's digits, or (when `raw` is given) any of those byte strings
+ * as they are (a binary form, e.g. a pickled datetime's state), also once an encoding or
+ * two is undone (base64 or base64url, hex, zlib, gzip, raw deflate). What no common
+ * encoding reveals (an encryption, a compression of another kind) is not found.
  * @returns each cell found once, with how
  */
-export function findHidden(cells: readonly Cell[], text: string, digits: readonly string[] = []): Found[] {
+export function findHidden(cells: readonly Cell[], text: string, digits: readonly string[] = [], raw: readonly Buffer[] = []): Found[] {
   const needle = Buffer.from(text, 'utf8');
   const holds = (bytes: Buffer) => {
     if (needle.length > 0 && bytes.includes(needle)) return true;
+    if (raw.some((r) => r.length > 0 && bytes.includes(r))) return true;
     if (digits.length === 0) return false;
     const own = bytes.toString('latin1').replace(/\D/g, '');
     return digits.some((d) => own.includes(d));

@@ -1,7 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { countRows } from '../../grader/tables.js';
 import { CheckFailed } from '../../grader/failure.js';
-import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { describeCharge, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
 import { chargeMs } from '../../grader/limits.js';
 import { t } from '../../i18n/index.js';
@@ -53,6 +53,20 @@ export function carriesPayment(body: unknown, chargedAt: string, depth = 0): boo
   }
   return false;
 }
+
+/**
+ * How long after the last 410 the check reads the provider's statement once more, in ms: a
+ * server that answers 410 and then charges the expired payment in the background (a
+ * thread, a queue) is seen by its charge, as long as it charges within this time.
+ */
+export const LATE_CHARGE_WAIT_MS = 1500;
+
+/**
+ * How long after A is up B is started, beyond the TTL, in ms: B's process starts at least
+ * a TTL and this much after A's, so that a record time counted from the process's start
+ * (a monotonic clock that starts with the process) reads a TTL younger on B than on A.
+ */
+export const B_AFTER_A_MS = 250;
 
 /** Payments made and retried at once before the check gives up on a machine too slow to retry within the TTL. */
 const ATTEMPTS = 3;
@@ -121,7 +135,7 @@ export const RETRY_PAST_MS = 300;
  * @throws CheckFailed when a retry within the TTL did not replay its payment; Error (the
  *   step's status is then an error, not a fail) when every retry came back after the TTL
  */
-async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: number, acrossSecond: boolean): Promise<Paid[]> {
+async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: number, acrossSecond: boolean, retryOn?: { server: ServerInstance; startedS: string }): Promise<Paid[]> {
   const made: Paid[] = [];
   for (let attempt = 1; ; attempt++) {
     if (acrossSecond) await delay((1000 + PAY_AT_MS - (Date.now() % 1000)) % 1000);
@@ -134,7 +148,7 @@ async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: numb
       if (Math.floor(chargedAt / 1000) > second && attempt < ATTEMPTS) continue;
       await delay(Math.max(0, (second + ttlS) * 1000 + RETRY_PAST_MS - Date.now()));
     }
-    const retry = await ctx.pay(server, paid.sent);
+    const retry = await ctx.pay(retryOn?.server ?? server, paid.sent);
     const ms = Math.round(performance.now() - started);
     if (retry.status === 201) {
       expectReplay(paid.first, retry, t('step.11.within.why', { ttl: ttlS }));
@@ -145,19 +159,26 @@ async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: numb
       // Not the server's fault: the grader could not send a retry within the TTL.
       throw new Error(t('step.11.tooSlow', { ttl: ttlS, ms }));
     }
-    expectStatus(retry, 201, t('step.11.within', { key: JSON.stringify(paid.sent.key), ms, ttl: ttlS, status: String(retry.status) }), t('step.11.within.why', { ttl: ttlS }));
+    const within = retryOn
+      ? t('step.11.withinAcross', { key: JSON.stringify(paid.sent.key), paidOn: server.label, server: retryOn.server.label, started: retryOn.startedS, ms, ttl: ttlS, status: String(retry.status) })
+      : t('step.11.within', { key: JSON.stringify(paid.sent.key), ms, ttl: ttlS, status: String(retry.status) });
+    expectStatus(retry, 201, within, t(retryOn ? 'step.11.sameAge.why' : 'step.11.within.why', { ttl: ttlS }));
   }
 }
 
 /**
  * Requires the answer to a request under an expired key to be a 410 with an `{"error"}`,
- * no payment_id (a refusal carries none of the first payment: docs/server-contract.md) and
- * no Idempotency-Replayed: true (a refusal is not a replay: step 09's rule, saysReplayed),
- * and the key's payment to be charged once and recorded once still.
+ * no payment_id (a refusal carries none of the first payment: docs/server-contract.md), no
+ * Idempotency-Replayed: true (a refusal is not a replay: step 09's rule, saysReplayed) and
+ * no Location header (a 410 points at no new resource: RFC 9110 §10.2.2 gives Location to a
+ * 201 and to redirects), and the key's payment to be charged once and recorded once still.
+ * `later`: the answer came from a server started `startedS` s (at least) after server
+ * `other`, which refused the key already: a replay there is said as a record's age that
+ * differs from server to server (a clock counted from the process's start).
  * @throws CheckFailed saying what the server did instead: replayed, processed again, another
- *   status, a body with a payment or without an error, a replay header
+ *   status, a body with a payment or without an error, a replay header, a Location
  */
-function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number): void {
+function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number, later?: { other: string; startedS: string }): void {
   const { sent, first } = paid;
   const facts = { key: JSON.stringify(sent.key), server: answer.server, s: ((performance.now() - paid.at) / 1000).toFixed(1), ttl: ttlS };
   const exchanges = [first, answer];
@@ -165,12 +186,14 @@ function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number
     const again = responseJson(answer) as Record<string, unknown> | undefined;
     const firstPayment = paymentOf(first);
     if (again?.payment_id === firstPayment.payment_id) {
+      if (later) throw new CheckFailed(t('step.11.replayedOnLater', { ...facts, other: later.other, started: later.startedS }), t('step.11.sameAge.why'), { exchanges: [first, ...ctx.exchanges.slice(-3, -1), answer] });
       throw new CheckFailed(t('step.11.replayed', facts), t('step.11.replayed.why'), { exchanges });
     }
     throw new CheckFailed(t('step.11.reprocessed', { ...facts, id: String(again?.payment_id) }), t('step.11.reprocessed.why'), { exchanges });
   }
   expectStatus(answer, 410, t('step.11.status', { ...facts, status: String(answer.status) }), t('step.11.status.why'));
   if (saysReplayed(answer)) throw new CheckFailed(t('step.11.saysReplayed', facts), t('step.11.saysReplayed.why'), { exchanges: [answer] });
+  if (answer.location !== undefined) throw new CheckFailed(t('step.11.location', { ...facts, location: answer.location }), t('step.11.location.why'), { exchanges: [answer] });
   const body = responseJson(answer) as Record<string, unknown> | undefined;
   if (typeof body !== 'object' || body === null || typeof body.error !== 'string' || body.error.trim() === '' || carriesPayment(body, String(paymentOf(first).charged_at))) {
     throw new CheckFailed(t('step.11.noError', facts), t('step.11.noError.why'), { exchanges: [answer] });
@@ -186,7 +209,7 @@ function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number
  * @returns the pass verdict
  * @throws CheckFailed naming the first broken rule
  */
-async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<ServerInstance>, startedC: Promise<ServerInstance>, ttlS: number): Promise<string> {
+async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<ServerInstance>, startedC: Promise<ServerInstance>, ttlS: number, bAfterAS: () => string): Promise<string> {
   // One payment left to expire and C's, kept for a day; then, within the TTL, a key
   // replays across a whole second (payAndReplay), and is left to expire too.
   const other = await pay(ctx, a);
@@ -197,7 +220,8 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
 
   // Expired: refused on A, on a second try, and on B; its record may still be there.
   const b = await startedB;
-  for (const server of [a, a, b]) expectGone(ctx, await ctx.pay(server, expiring.sent), expiring, ttlS);
+  const later = { other: a.label, startedS: bAfterAS() };
+  for (const server of [a, a, b]) expectGone(ctx, await ctx.pay(server, expiring.sent), expiring, ttlS, server === b ? later : undefined);
   // Another amount under it while its record may still be there (no payment has come to
   // sweep it): 410 too, not 422 (a fingerprint compared before the record's age).
   const otherBefore = { user: expiring.sent.body.user, amount: ctx.data.amount() };
@@ -205,8 +229,10 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
   expectGone(ctx, refusedBefore, expiring, ttlS);
   expectCharges(ctx, otherBefore, 0, [refusedBefore], t('step.11.reprocessed.why'));
 
-  // New payments: the expired records are to be deleted by now; a new one replays.
-  const made = [await pay(ctx, a), ...(await payAndReplay(ctx, a, ttlS, false))].length;
+  // New payments: the expired records are to be deleted by now; a new one, made on B (a
+  // server started at least a TTL after A), replays on A: a record's age reads the same on
+  // every server (a clock counted from the process's start reads it a TTL older on A).
+  const made = [await pay(ctx, a), ...(await payAndReplay(ctx, b, ttlS, false, { server: a, startedS: later.startedS }))].length;
   let { records, tables } = recordRows(ctx.dbPath);
   // A server that deletes expired records from a timer of its own gets up to a TTL more.
   const until = performance.now() + ttlS * 1000;
@@ -229,6 +255,7 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
   const refused = await ctx.pay(a, { key: expiring.sent.key, body: otherBody });
   expectGone(ctx, refused, expiring, ttlS);
   expectCharges(ctx, otherBody, 0, [refused], t('step.11.reprocessed.why'));
+  const lastGone = { at: performance.now(), exchange: refused };
   const otherUser: Sent = { key: expiring.sent.key, body: ctx.data.payment() };
   const theirs = await ctx.pay(b, otherUser);
   if (theirs.status !== 201) {
@@ -248,6 +275,21 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
     expectStatus(retry, 201, t('step.11.default', { s: ((performance.now() - kept.at) / 1000).toFixed(1), status: String(retry.status), ttl: DEFAULT_TTL_S }), why);
   }
   expectReplay(kept.first, retry, why);
+
+  // A refused key is never charged later either (a payment redone in the background after
+  // its 410): the provider's statement is read again LATE_CHARGE_WAIT_MS after the last 410.
+  await delay(Math.max(0, lastGone.at + LATE_CHARGE_WAIT_MS - performance.now()));
+  const since = ((performance.now() - lastGone.at) / 1000).toFixed(1);
+  for (const [body, count] of [[expiring.sent.body, 1], [other.sent.body, 1], [otherBefore, 0], [otherBody, 0]] as const) {
+    const charges = (ctx.charges() ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
+    if (charges.length !== count) {
+      throw new CheckFailed(
+        t('step.11.chargedLater', { s: since, user: JSON.stringify(body.user), amount: body.amount, n: charges.length, count }),
+        t('step.11.chargedLater.why'),
+        { exchanges: [lastGone.exchange], details: charges.map(describeCharge) },
+      );
+    }
+  }
   return t('step.11.pass', { ttl: ttlS, records, made });
 }
 
@@ -270,7 +312,11 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
  * EXPIRY_MARGIN_MS past the payment's TTL, and so does a grace added to the TTL); it is
  * then refused on A, A again and B, with another amount on A (410 still, its record maybe
  * still there), and, once its record is deleted, with another amount again (410); another user under it is that user's new payment (201). A 410 carries no
- * payment at any depth (carriesPayment).
+ * payment at any depth (carriesPayment) and no Location header. B is started more than a
+ * TTL after A (B_AFTER_A_MS): a replay on B of a key A refused, or a 410 on A to a payment
+ * just made on B, is a record age that differs by server (a clock from the process's
+ * start). LATE_CHARGE_WAIT_MS after the last 410 the provider's statement is read again:
+ * a refused key charged later, in the background, fails.
  */
 export const step: Step = {
   id: '11',
@@ -285,15 +331,25 @@ export const step: Step = {
     // C keeps the default TTL, on a database of its own: A's sweeps must not reach its records.
     const startedC = ctx.startServer({ ownDatabase: true, label: 'C', priority: wait });
     let startedB: Promise<ServerInstance> | undefined;
+    const ended = new AbortController();
     try {
       // A and B charge at once (IDEM_CHARGE_MS=0): a record claimed before its charge is
       // then hardly older than the payment's charged_at, from which expiry is judged.
       const a = await ctx.startServer({ env, label: 'A', priority: wait + 500, chargeMs: 0 });
-      // B, a second pod on A's database, starts once A has set it up.
-      startedB = ctx.startServer({ env, ownCopy: true, label: 'B', priority: wait, chargeMs: 0 });
-      return await expiry(ctx, a, startedB, startedC, ttlS);
+      const aUp = performance.now();
+      // B, a second pod on A's database, starts once A has set it up, and a TTL later
+      // (B_AFTER_A_MS more): its process is younger than A's by more than a TTL.
+      let bSpawned = aUp;
+      startedB = delay(ttlS * 1000 + B_AFTER_A_MS, undefined, { signal: ended.signal }).then(() => {
+        bSpawned = performance.now();
+        return ctx.startServer({ env, ownCopy: true, label: 'B', priority: wait, chargeMs: 0 });
+      });
+      // Settled now, so that a check that fails before it awaits B leaves no rejection unhandled.
+      startedB.catch(() => undefined);
+      return await expiry(ctx, a, startedB, startedC, ttlS, () => ((bSpawned - aUp) / 1000).toFixed(1));
     } finally {
-      // Every start is over before the check ends, so that the engine stops what came up.
+      // A start not begun yet is not begun; every other is over before the check ends, so that the engine stops what came up.
+      ended.abort();
       await Promise.allSettled([startedC, startedB]);
     }
   },

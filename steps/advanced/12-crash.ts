@@ -5,6 +5,7 @@ import { limits } from '../../grader/limits.js';
 import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { starvedVerdict } from '../basic/05-race.js';
+import { linkTarget, paymentPath } from './14-state.js';
 import { SchedWatch, starveWatch } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
@@ -518,6 +519,7 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
   if (lost.status === 201) expectReplay(lost, last, t('step.12.writeBehind.why'));
   const later = await ctx.pay(b, req);
   expectReplay(last, later, t('step.12.replay.why'));
+  expectSameLink(last, later, b);
   if (!saysReplayed(later)) {
     throw new CheckFailed(t('step.09.unmarked', { what: t('step.12.laterRetry'), value: later.replayed ?? t('step.09.noHeader') }), t('step.09.unmarked.why'), { exchanges: [last, later] });
   }
@@ -564,6 +566,31 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
   expectRows(ctx, req.key, 1, [answer, ...tries], why, b);
   const later = await ctx.pay(b, req);
   expectReplay(last, later, t('step.12.replay.why'));
+  expectSameLink(last, later, b);
+}
+
+/**
+ * Requires the 201 of the retry that took a claim over (the payment's first answer) to
+ * carry the Location its later replay carries (both on `on`, resolved as a client follows
+ * them: linkTarget). A replay without Location, or one that links elsewhere than the
+ * payment's own path (/payments/{id}) while the take-over links there, is step 14's to
+ * judge: only a take-over without the Location its replay has, or one that leads
+ * elsewhere while the replay leads to the payment, fails here.
+ * @throws CheckFailed naming both headers
+ */
+function expectSameLink(takeover: Exchange, replay: Exchange, on: ServerInstance): void {
+  if (replay.location === undefined || replay.location.trim() === '') return;
+  if (takeover.location === undefined || takeover.location.trim() === '') {
+    throw new CheckFailed(t('step.12.takeoverNoLocation', { location: replay.location }), t('step.12.takeoverLocation.why'), { exchanges: [takeover, replay] });
+  }
+  const own = paymentPath(Number(paymentOf(takeover).payment_id));
+  const target = (location: string) => {
+    const link = linkTarget(location, on.port);
+    return 'target' in link ? link.target : undefined;
+  };
+  if (target(replay.location) === own && target(takeover.location) !== own) {
+    throw new CheckFailed(t('step.12.takeoverLocation', { first: takeover.location, location: replay.location }), t('step.12.takeoverLocation.why'), { exchanges: [takeover, replay] });
+  }
 }
 
 /** IDEM_LOCK_S of the live deployment of an attempt, in s. */
@@ -648,7 +675,8 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
  * statement after charge(), is killed right after its answer, and its ledger row must be
  * there; a server without the gate is killed at its answer or a bound while the grader
  * holds the database's write lock, with a warning that the crash between two of its writes
- * was not tried. The take-over must neither charge nor record the payment again. Beside
+ * was not tried. The take-over must neither charge nor record the payment again, and its
+ * 201 carries the Location its later replay carries (expectSameLink). Beside
  * it, on a database of its own, a retry while another
  * server is still charging, and a server started then, must not take that younger claim
  * over: the first request keeps its payment (docs/server-contract.md, "The advanced track").

@@ -4,7 +4,8 @@ import { CheckFailed } from '../../grader/failure.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { chargeMs } from '../../grader/limits.js';
 import { fileCells, findHidden, readCells, timestampForms, type Cell } from '../../grader/tables.js';
-import { t } from '../../i18n/index.js';
+import { listOf, t } from '../../i18n/index.js';
+import { serverTimeZone } from '../../grader/seed.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { Step } from '../../grader/track.js';
 import type { Exchange } from '../../grader/types.js';
@@ -76,6 +77,124 @@ function ownTime(cell: Cell, cells: readonly Cell[]): boolean {
   return cells.filter((c) => c.table === cell.table && c.row === cell.row && asTime(c) !== undefined).length === 1;
 }
 
+/** A date and time of day on a wall clock, as numbers (month 1-12). */
+interface WallTime {
+  year: number;
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+}
+
+/** The wall time of the instant `ms` (epoch ms) in `timeZone` (an IANA name), to the second. */
+export function wallTime(ms: number, timeZone: string): WallTime {
+  const parts = new Intl.DateTimeFormat('en-US', { timeZone, year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric', hourCycle: 'h23' }).formatToParts(new Date(ms));
+  const get = (type: Intl.DateTimeFormatPartTypes) => Number(parts.find((p) => p.type === type)?.value ?? NaN);
+  return { year: get('year'), month: get('month'), day: get('day'), hour: get('hour'), minute: get('minute'), second: get('second') };
+}
+
+/**
+ * The digits of charged_at written as the wall time of `timeZone` (the servers' TZ), to the
+ * millisecond: `2026-12-06T19:51:51.123Z` in Asia/Tokyo is `20261207045151123`, which
+ * finds `2026-12-07 04:51:51.123`, `2026-12-07T04:51:51.123000+09:00` and the like among a
+ * cell's digits. Undefined for a time not written to the millisecond.
+ */
+export function localDigits(chargedAt: string, timeZone: string): string | undefined {
+  const ms = Date.parse(chargedAt);
+  if (!Number.isFinite(ms) || !/\.\d{3}/.test(chargedAt)) return undefined;
+  const w = wallTime(ms, timeZone);
+  const two = (n: number) => String(n).padStart(2, '0');
+  return `${w.year}${two(w.month)}${two(w.day)}${two(w.hour)}${two(w.minute)}${two(w.second)}${String(((ms % 1000) + 1000) % 1000).padStart(3, '0')}`;
+}
+
+/**
+ * The bytes Python's pickle keeps of a datetime of charged_at (datetime.__reduce__: a
+ * 10-byte state, the year in two bytes, month, day, hour, minute, second, microseconds in
+ * three), in UTC and in `timeZone`'s wall time (an aware datetime turned local): each as
+ * it is (protocol 3 on: SHORT_BINBYTES) and as protocol 2 writes it (the state as a latin-1
+ * text, in UTF-8). Empty for a time not written to the millisecond.
+ */
+export function pickledForms(chargedAt: string, timeZone: string): Buffer[] {
+  const ms = Date.parse(chargedAt);
+  if (!Number.isFinite(ms) || !/\.\d{3}/.test(chargedAt)) return [];
+  const d = new Date(ms);
+  const utc: WallTime = { year: d.getUTCFullYear(), month: d.getUTCMonth() + 1, day: d.getUTCDate(), hour: d.getUTCHours(), minute: d.getUTCMinutes(), second: d.getUTCSeconds() };
+  const micro = (((ms % 1000) + 1000) % 1000) * 1000;
+  const state = (w: WallTime) => Buffer.from([w.year >> 8, w.year & 255, w.month, w.day, w.hour, w.minute, w.second, micro >> 16, (micro >> 8) & 255, micro & 255]);
+  return [utc, wallTime(ms, timeZone)].map(state).flatMap((b) => [b, Buffer.from(b.toString('latin1'), 'utf8')]);
+}
+
+/** A copy of charged_at found: where, what it took to find it (the encodings undone, outermost first), and in which form; `columns` for a copy split across cells of one row. */
+interface Copy {
+  cell: Cell;
+  how: string;
+  form: 'plain' | 'julian' | 'local' | 'pickled';
+  columns?: string[];
+}
+
+/**
+ * The cells of one row that may hold a piece of a copy: every cell of the row but one that
+ * is a whole time (asTime: a record's own time, or a time the single-cell search judged)
+ * and any cell of a file.
+ */
+function pieces(cells: readonly Cell[]): Cell[][] {
+  const rows = new Map<string, Cell[]>();
+  for (const cell of cells) {
+    if (cell.column === '(file)' || asTime(cell) !== undefined) continue;
+    const id = `${cell.table}\0${cell.row}`;
+    rows.set(id, [...(rows.get(id) ?? []), cell]);
+  }
+  return [...rows.values()].filter((row) => row.length > 1);
+}
+
+/** At most this many cells of a row are paired (a row with more is read whole, in column order, and by its first MAX_PAIRED cells in pairs). */
+const MAX_PAIRED = 16;
+
+/**
+ * Every copy of charged_at in `cells` (a database's cells and the files beside it): the
+ * text, its digits or epoch ms, a julian day, its digits in the servers' local time
+ * (localDigits), a pickled datetime (pickledForms), each also under an encoding; a copy in
+ * a record's own time (ownTime) is none. When no cell alone holds one, the cells of each
+ * row (pieces) are read together, each ordered pair of them, then the whole row in
+ * column order (the pairs first, so a failure names the two columns): a copy split across columns (the date in one, the time in another; the body cut
+ * in two) is found as well.
+ */
+function copiesOf(cells: readonly Cell[], chargedAt: string, timeZone: string): Copy[] {
+  const forms = timestampForms(chargedAt);
+  const local = localDigits(chargedAt, timeZone);
+  const pickled = pickledForms(chargedAt, timeZone);
+  const at = Date.parse(chargedAt);
+  const search = (within: readonly Cell[]): Copy[] => [
+    ...findHidden(within, chargedAt, forms).map((f): Copy => ({ ...f, form: 'plain' })),
+    ...julianCopies(within, chargedAt).map((cell): Copy => ({ cell, how: '', form: 'julian' })),
+    ...(local ? findHidden(within, '', [local]).map((f): Copy => ({ ...f, form: 'local' })) : []),
+    ...findHidden(within, '', [], pickled).map((f): Copy => ({ ...f, form: 'pickled' })),
+  ];
+  // A record's own time may be charged_at, written in UTC or with its offset (the same instant).
+  const own = (c: Copy) =>
+    c.how === '' && ownTime(c.cell, cells) && (c.form === 'plain' || c.form === 'julian' || (c.form === 'local' && Math.abs((asTime(c.cell) ?? NaN) - at) <= 1));
+  const single = search(cells).filter((c) => !own(c));
+  if (single.length > 0) return single;
+  const joined: Cell[] = [];
+  for (const row of pieces(cells)) {
+    const { table, row: n } = row[0];
+    const join = (parts: Cell[]): Cell => ({ table, row: n, column: parts.map((p) => p.column).join('\0'), value: Buffer.concat(parts.map((p) => p.value)) });
+    const paired = row.slice(0, MAX_PAIRED);
+    for (const x of paired) for (const y of paired) if (x !== y) joined.push(join([x, y]));
+    joined.push(join(row));
+  }
+  return search(joined).map((c) => ({ ...c, columns: c.cell.column.split('\0') }));
+}
+
+/** How a copy was found, as a failure says it: `as it is`, `once base64 is undone`, `in the servers' local time (Asia/Tokyo)`, ... */
+function howFound(copy: Copy, zone: string): string {
+  const form = copy.form === 'julian' ? t('step.13.how.julian') : copy.form === 'local' ? t('step.13.how.local', { zone }) : copy.form === 'pickled' ? t('step.13.how.pickled') : '';
+  const encoded = copy.how === '' ? '' : t('step.13.how.encoded', { how: copy.how });
+  if (form === '') return encoded === '' ? t('step.13.how.plain') : encoded;
+  return encoded === '' ? form : `${form}, ${encoded}`;
+}
+
 /**
  * How long the check waits before each retry, in ms: a replay stamped anew (a fresh
  * charged_at) is then never stamped in the first response's millisecond.
@@ -92,8 +211,9 @@ export const REPLAY_GAP_MS = 10;
  * sqlite file but the contract's columns of the ledger and refunds (PAYMENT_COLUMNS) is
  * read (read-only, bounded: grader/tables.ts), and every file the servers created beside
  * the database (LiveContext.createdBeside): none may hold the first response's charged_at,
- * as it is, as its digits, epoch milliseconds or a julian day, or under base64, hex, zlib
- * or gzip, but as a record's own time (ownTime: a cell that is nothing but a time, the
+ * as it is, as its digits, epoch milliseconds, a julian day, its digits in the servers'
+ * local wall time or a pickled datetime, or under base64, hex, zlib or gzip, nor split
+ * across the cells of a row (copiesOf), but as a record's own time (ownTime: a cell that is nothing but a time, the
  * only one of its row) (the essay: store the status and a
  * pointer to the result, and let the ledger be the one copy of the payment;
  * docs/server-contract.md, "The advanced track").
@@ -139,19 +259,20 @@ export const step: Step = {
       cells = readCells(dbPath, [], PAYMENT_COLUMNS);
       files = fileCells(ctx.createdBeside(a), path.dirname(dbPath));
       const all = [...cells, ...files];
-      const forms = timestampForms(chargedAt);
-      const found = [...findHidden(all, chargedAt, forms), ...julianCopies(all, chargedAt).map((cell) => ({ cell, how: 'julian day' }))].filter((f) => !(f.how === '' || f.how === 'julian day') || !ownTime(f.cell, all));
+      const zone = serverTimeZone(ctx.data.seed);
+      const found = copiesOf(all, chargedAt, zone);
       if (found.length > 0) {
-        const { cell, how } = found[0];
-        const where = cell.column === '(file)' ? t('step.13.inFile', { file: cell.table }) : t('step.13.inTable', { table: cell.table, column: cell.column, row: cell.row });
-        throw new CheckFailed(
-          t('step.13.stored', { where, chargedAt, how: how === '' ? t('step.13.how.plain') : how === 'julian day' ? t('step.13.how.julian') : t('step.13.how.encoded', { how }) }),
-          t('step.13.stored.why'),
-          {
-            exchanges: [first, retry, elsewhere],
-            details: found.map((f) => t('step.13.found', { table: f.cell.table, column: f.cell.column, row: f.cell.row, how: f.how === '' ? t('step.13.how.plain') : f.how, bytes: f.cell.value.length })),
-          },
-        );
+        const { cell, columns } = found[0];
+        const where =
+          cell.column === '(file)'
+            ? t('step.13.inFile', { file: cell.table })
+            : columns
+              ? t('step.13.inCells', { table: cell.table, columns: listOf(columns), row: cell.row })
+              : t('step.13.inTable', { table: cell.table, column: cell.column, row: cell.row });
+        throw new CheckFailed(t('step.13.stored', { where, chargedAt, how: howFound(found[0], zone) }), t('step.13.stored.why'), {
+          exchanges: [first, retry, elsewhere],
+          details: found.map((f) => t('step.13.found', { table: f.cell.table, column: f.columns ? listOf(f.columns) : f.cell.column, row: f.cell.row, how: howFound(f, zone), bytes: f.cell.value.length })),
+        });
       }
     }
     const tables = new Set(cells.map((c) => c.table));
