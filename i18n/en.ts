@@ -684,6 +684,8 @@ export const en = {
   'step.05.conflictInFlight.why': 'A reused key with another body is the client\'s mistake even while the first request is still being charged: the fingerprint is compared before anything is answered, or the client is paid for what it did not ask.',
   'step.02.firstReplayed': 'A first request with a new key was answered with Idempotency-Replayed: true; only a replay of a stored response may say so.',
   'step.02.firstReplayed.why': 'The header tells the client its payment was made by an earlier request; on a first response that is false, and a client that trusts it reports the wrong thing.',
+  'step.02.uuidSame': 'The key {key} got payment {id} back, the payment of the key {earlier}: the same UUID written another way (case, hyphens, braces) became the same key.',
+  'step.02.uuid.why': 'A key is opaque even when it looks like a UUID: compare it exactly as sent, never parsed, upper- or lower-cased or stripped of its hyphens or braces. A client that sends a UUID in another form sends another key.',
   'step.04.otherUserAmount': 'The same key sent by another user with another amount ({user} and {amount} instead of {first} and {firstAmount}) must be refused with 422, or be that user\'s own new payment: a fingerprint must tell the fields apart, not only their characters run together.',
   'step.04.refusalLeaks': 'A refusal (HTTP {status}) carried the first payment (payment {id}) in its body: a refused request gets an error, never another request\'s payment.',
   // --- session14 ---

@@ -666,6 +666,8 @@ export const zh: Record<MessageKey, string> = {
   'step.05.conflictInFlight.why': '即使第一个请求仍在扣款，同一个键配另一个请求体也是客户端的错误：回答任何内容之前都要先比较指纹，否则客户端会拿到它并未请求的支付。',
   'step.02.firstReplayed': '用新键发送的第一个请求得到的响应带有 Idempotency-Replayed: true；只有重放已存储的响应时才能这样说。',
   'step.02.firstReplayed.why': '这个响应头告诉客户端支付是由更早的请求完成的；在第一个响应上这是假的，信任它的客户端会报告错误的情况。',
+  'step.02.uuidSame': '键 {key} 拿回了支付 {id}，那是键 {earlier} 的支付：同一个 UUID 换一种写法（大小写、连字符、花括号），被当成了同一个键。',
+  'step.02.uuid.why': '键即使长得像 UUID 也是不透明的：要按发来的原样比较，不能把它解析成 UUID、转成大写或小写，也不能去掉连字符或花括号。客户端用另一种写法发来的 UUID 就是另一个键。',
   'step.04.otherUserAmount': '另一个用户用另一个金额发送同一个键（{user} 和 {amount}，而不是 {first} 和 {firstAmount}），必须以 422 拒绝，或成为该用户自己的新支付：指纹必须区分各个字段，而不只是把字符连在一起。',
   'step.04.refusalLeaks': '拒绝响应（HTTP {status}）的响应体中带有第一笔支付（支付 {id}）：被拒绝的请求应得到错误，绝不能得到另一个请求的支付。',
   // --- session14 ---

@@ -36,8 +36,13 @@ export const MAX_USER_CHARS = 100;
  * column's width), a user in fullwidth letters and the same in ASCII (NFKC folds them), and
  * "é" as one code point and as "e" with a combining acute (NFC/NFD), and a user with a
  * non-ASCII letter and the same with that letter replaced by "?" or dropped (an
- * `encode('ascii', 'replace')` or `'ignore'`). The contract compares
- * a user as sent, so each of these is another user.
+ * `encode('ascii', 'replace')` or `'ignore'`); a run of spaces, a no-break space (U+00A0)
+ * or a TAB against one space (whitespace squeezed); a zero-width space, joiner or byte
+ * order mark (U+200B, U+200D, U+FEFF) against nothing (invisible characters dropped); and
+ * "é" or "中" against a user who typed its Python escape `\xe9` or `\u4e2d`
+ * (`encode('ascii', 'backslashreplace')`) or its XML character reference `&#233;` or
+ * `&#20013;` (`'xmlcharrefreplace'`). The contract compares a user as sent, so each of
+ * these is another user.
  * @param base an ASCII user of the run's test data, e.g. "mina_1"
  * @returns the pairs, each [the first user, the look-alike that sends the first one's key]
  */
@@ -51,6 +56,22 @@ export function lookAlikeUsers(base: string): Array<[string, string]> {
     // An ASCII-only copy of the user: its other letters replaced by "?", or dropped.
     [`${base}\u00fc`, `${base}?`],
     [`${base}\u00f1x`, `${base}x`],
+    // Whitespace squeezed (`re.sub(r"\s+", " ", user)`, `" ".join(user.split())`): a run of
+    // spaces, a no-break space and a TAB against one space.
+    [`${base}  ws`, `${base} ws`],
+    [`${base}\u00a0nb`, `${base} nb`],
+    [`${base}\ttb`, `${base} tb`],
+    // Invisible characters present against dropped: zero-width space, zero-width joiner,
+    // byte order mark (zero-width no-break space).
+    [`${base}\u200bzw`, `${base}zw`],
+    [`${base}\u200dzj`, `${base}zj`],
+    [`${base}\ufeffbo`, `${base}bo`],
+    // An ASCII copy with escapes (Python's `encode("ascii", "backslashreplace")` or
+    // `"xmlcharrefreplace"`) against a user who typed that escape.
+    [`${base}\u00e9b`, `${base}\\xe9b`],
+    [`${base}\u4e2db`, `${base}\\u4e2db`],
+    [`${base}\u00e9x`, `${base}&#233;x`],
+    [`${base}\u4e2dx`, `${base}&#20013;x`],
   ];
 }
 
@@ -234,7 +255,10 @@ async function inBatches(ctx: LiveContext, server: ServerInstance, requests: rea
  * space, a TAB, `::`, `||`, `->`, `§` or nothing read the same either way round
  * (SEPARATORS, joinedPairs), with look-alike users under one key (lookAlikeUsers: 100
  * characters differing in the last, fullwidth and ASCII, composed and decomposed "é", a
- * non-ASCII letter and "?" or nothing in its place), the pairs sent PAIR_BATCH at a time, and in a race of five users sending one key
+ * non-ASCII letter and "?" or nothing in its place, whitespace runs, no-break spaces and
+ * TABs against one space, zero-width characters against none, and a letter against its
+ * backslash escape or XML character reference), the pairs sent PAIR_BATCH at a time, and
+ * in a race of five users sending one key
  * at once while the database is locked.
  */
 export const step: Step = {

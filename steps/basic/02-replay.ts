@@ -2,6 +2,7 @@ import { CheckFailed } from '../../grader/failure.js';
 import { expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
+import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
 import type { Step } from '../../grader/track.js';
 
@@ -60,6 +61,96 @@ function notReplayed(first: Exchange): void {
 }
 
 const paymentId = (e: Exchange) => paymentOf(e).payment_id as number;
+
+// ---- UUID-shaped keys (issue 20): one UUID written several ways is several keys. ----
+
+/** How many UUID-shaped keys are sent at most at once (a wave: one key of every group). */
+export const UUID_WAVE = 15;
+
+/**
+ * Groups of UUID-shaped keys, each group one UUID (32 hex digits) written several ways that
+ * a server which parses keys as UUIDs (Python's `uuid.UUID(key)`, stored as `str()`), folds
+ * their case, or drops their hyphens takes for one key: lower and upper case, without
+ * hyphens, in braces `{...}`, and with its hyphens moved (the same hex digits grouped
+ * 4-4-4-4-4-4-4-4, 12-4-4-4-8 or 8-8-16). Every group holds two ways that differ only in
+ * their hyphens (a server that strips `-` joins them) and two that differ only in case or
+ * braces (a UUID parser joins them). Keys are opaque: each is a payment of its own.
+ * @returns 8 groups of 4 keys (32 keys), no key in two groups
+ */
+export function uuidKeyGroups(ctx: LiveContext): string[][] {
+  const groups: string[][] = [];
+  const at = (hex: string, sizes: number[]) => {
+    const parts: string[] = [];
+    let i = 0;
+    for (const n of sizes) parts.push(hex.slice(i, (i += n)));
+    return parts.join('-');
+  };
+  const std = (hex: string) => at(hex, [8, 4, 4, 4, 12]);
+  const quads = (hex: string) => at(hex, [4, 4, 4, 4, 4, 4, 4, 4]);
+  const reversed = (hex: string) => at(hex, [12, 4, 4, 4, 8]);
+  const halves = (hex: string) => at(hex, [8, 8, 16]);
+  const shapes: Array<(h: string, H: string) => string[]> = [
+    (h, H) => [std(h), std(H), `{${std(h)}}`, h],
+    (h, H) => [std(h), h, quads(h), std(H)],
+    (h, H) => [h, std(h), `{${std(H)}}`, H],
+    (h, H) => [std(H), H, `{${std(h)}}`, reversed(h)],
+    (h, H) => [quads(h), halves(h), std(H), `{${h}}`],
+    (h, H) => [`{${std(h)}}`, std(h), reversed(H), std(H)],
+    (h, H) => [reversed(H), std(H), h, `{${std(H)}}`],
+    (h, H) => [halves(h), std(h), H, `{${std(h)}}`],
+  ];
+  for (const shape of shapes) {
+    const h = ctx.data.key().replace(/-/g, '');
+    groups.push(shape(h, h.toUpperCase()));
+  }
+  return groups;
+}
+
+/**
+ * The UUID-shaped keys of uuidKeyGroups, each a payment of its own: wave i sends the i-th
+ * key of every group at once (at most UUID_WAVE requests), so the ways of one UUID come one
+ * after another and a server that joins two of them replays the first one's payment (each
+ * group sends one body under all its keys). Each key must get a new 201 with a payment_id
+ * no other key got, and each key sent again must replay its own first answer; that each
+ * is charged once (a group's body as many times as it has keys) is the step's closing
+ * audit's to check (every distinct key and body answered 201 is one payment).
+ * @returns how many keys were sent (32)
+ * @throws CheckFailed naming the two keys that became one, or a refusal
+ */
+async function uuidShapedKeys(ctx: LiveContext, server: ServerInstance): Promise<number> {
+  const groups = uuidKeyGroups(ctx);
+  const bodies = groups.map(() => ctx.data.payment());
+  const firsts: Array<{ group: number; exchange: Exchange }> = [];
+  const waves = Math.max(...groups.map((g) => g.length));
+  for (let wave = 0; wave < waves; wave++) {
+    const sent = groups.flatMap((g, group) => (g[wave] === undefined ? [] : [{ group, key: g[wave] }]));
+    for (let i = 0; i < sent.length; i += UUID_WAVE) {
+      const batch = sent.slice(i, i + UUID_WAVE);
+      const answers = await Promise.all(batch.map((s) => ctx.pay(server, { key: s.key, body: bodies[s.group] })));
+      answers.forEach((answer, j) => {
+        const k = batch[j].key;
+        expectStatus(answer, 201, t('step.02.distinct', { key: JSON.stringify(k) }), t('step.02.uuid.why'));
+        const earlier = firsts.find((e) => paymentId(e.exchange) === paymentId(answer));
+        if (earlier) {
+          throw new CheckFailed(
+            t('step.02.uuidSame', { key: JSON.stringify(k), earlier: JSON.stringify(earlier.exchange.key), id: paymentId(answer) }),
+            t('step.02.uuid.why'),
+            { exchanges: [earlier.exchange, answer] },
+          );
+        }
+      });
+      firsts.push(...answers.map((exchange, j) => ({ group: batch[j].group, exchange })));
+    }
+  }
+  for (let i = 0; i < firsts.length; i += UUID_WAVE) {
+    const batch = firsts.slice(i, i + UUID_WAVE);
+    const retries = await Promise.all(batch.map((f) => ctx.pay(server, { key: f.exchange.key!, body: bodies[f.group] })));
+    retries.forEach((r, j) => expectReplay(batch[j].exchange, r, t('step.02.distinctReplay', { key: JSON.stringify(batch[j].exchange.key) })));
+  }
+  return firsts.length;
+}
+
+// ---- end of UUID-shaped keys. ----
 
 /**
  * Step 02: the same Idempotency-Key and body sent again, twice, with another payment of
@@ -145,7 +236,9 @@ export const step: Step = {
     if (retry.replayed === undefined) {
       ctx.warn(t('step.02.replayedHeader'));
     }
-    return t('step.02.pass', { key: JSON.stringify(key), keys: firsts.length });
+    // UUID-shaped keys written several ways (a phase of its own: uuidShapedKeys).
+    const uuidKeys = await uuidShapedKeys(ctx, server);
+    return t('step.02.pass', { key: JSON.stringify(key), keys: firsts.length + uuidKeys });
   },
   get hints() {
     return [t('step.02.hint.1'), t('step.02.hint.2'), t('step.02.hint.3')];

@@ -7,6 +7,7 @@ import { rowsForKey } from '../../grader/ledger.js';
 import { responseJson } from '../../grader/http.js';
 import type { Step } from '../../grader/track.js';
 import type { Exchange } from '../../grader/types.js';
+import type { LiveContext } from '../../grader/context.js';
 
 const why = () => t('step.04.why');
 /** Why a conflict must be refused, quoting the amounts the check sent. */
@@ -27,9 +28,28 @@ function expectNoPayment(refusal: Exchange, first: Record<string, unknown>, exch
   }
 }
 
+/** How many digits largeAmount has: under 10^12 (the contract's largest amount), more than `%g` keeps (6). */
+export const LARGE_AMOUNT_DIGITS = 12;
+
+/**
+ * An amount of LARGE_AMOUNT_DIGITS digits, each from 1 to 8 (from the seed): the amount and
+ * one more agree in every digit but the last, with no carry and no rounding edge between
+ * them, so that any formatting that keeps fewer than 12 significant digits (`%g`: 6;
+ * `%e`: 7) or drops the last two (amount // 100) writes both alike, every time (a
+ * float32 nearly always; not counted on). Its second digit is not 0, so that its first
+ * can move to the end of the user's name and leave a number of 11 digits (see the other
+ * users below).
+ * @returns an integer from 111,111,111,111 to 888,888,888,888
+ */
+export function largeAmount(ctx: LiveContext): number {
+  const hex = ctx.data.key().replace(/-/g, '');
+  return Number([...hex.slice(0, LARGE_AMOUNT_DIGITS)].map((c) => 1 + (parseInt(c, 16) % 8)).join(''));
+}
+
 /**
  * Step 04: a key reused with a different body (another amount, or another user) is
- * refused with 422 and changes nothing;
+ * refused with 422 and changes nothing (the first amount has 12 digits and the other is one
+ * more: largeAmount);
  * the first body under that key still replays (lab sheet, step 4; the request fingerprint
  * of the IETF Idempotency-Key draft).
  */
@@ -56,14 +76,12 @@ export const step: Step = {
   async live(ctx) {
     const server = await ctx.startServer();
     const key = ctx.freshKey();
-    // An amount of four digits whose second is not 0, so that its first digit can move to
-    // the end of the user's name (see below).
-    const base = ctx.data.payment();
-    const body = { user: base.user, amount: Number(`${1 + (base.amount % 9)}${100 + (base.amount % 900)}`) };
+    const body = { user: ctx.data.user(), amount: largeAmount(ctx) };
     const first = await ctx.pay(server, { key, body });
     expectStatus(first, 201, t('check.first201'), t('step.04.first201.why'));
     const firstPayment = paymentOf(first);
-    // A near amount (one more): a fingerprint of a rounded amount (amount // 100) takes it for the first.
+    // A near amount (one more): a fingerprint of a rounded amount (amount // 100) or of the
+    // amount written with fewer significant digits (`%g`) takes it for the first.
     const otherBody = { user: body.user, amount: body.amount + 1 };
     const other = await ctx.pay(server, { key, body: otherBody });
     expectStatus(other, 422, t('step.04.other', { first: body.amount, then: otherBody.amount }), whyLive(body.amount, otherBody.amount));
