@@ -284,9 +284,10 @@ function storedTexts(dbPath: string): Set<string> {
  * with its body and by another user with its amount: every one must be a new payment
  * (expectNew), not a replay of the keyless one, nor a 409 or 422 for a key seen before.
  * The verdict is causal: a failure is the server's whenever it came (a client's key met a
- * derived record); a pass counts only when the last request was answered within the window
- * of the keyless request's sending, so that the keyless record surely still stood (a server
- * may delete it once the window is over); else the round is made again with a new body, up
+ * derived record); a pass counts only when the keyless record surely stood through every
+ * request: the last was answered within the window of the keyless request's sending, or
+ * every text the record added is still in the database after it (a server may delete the
+ * record once the window is over); else the round is made again with a new body, up
  * to TIMED_TRIES times, and then the step is an error ("too slow to judge"), not a pass.
  * @throws CheckFailed naming the text sent and the payment it got; Inconclusive when every round came too late
  */
@@ -300,9 +301,8 @@ async function recordKeyProbe(ctx: LiveContext, a: ServerInstance): Promise<void
     const what = t('step.15.what.userAmount', { user: body.user, amount: body.amount });
     expectNew(keyless, [], what, a);
     expectUnmarked(keyless, what);
-    const texts = [...storedTexts(dbPath)]
-      .filter((text) => !before.has(text) && text.length <= PROBE_KEY_MAX && /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(text))
-      .slice(0, PROBE_KEYS_MAX);
+    const added = [...storedTexts(dbPath)].filter((text) => !before.has(text));
+    const texts = added.filter((text) => text.length <= PROBE_KEY_MAX && /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(text)).slice(0, PROBE_KEYS_MAX);
     const ours = [keyless];
     const other = { user: ctx.data.user(), amount: body.amount };
     let answered = sent;
@@ -316,7 +316,11 @@ async function recordKeyProbe(ctx: LiveContext, a: ServerInstance): Promise<void
         ours.push(exchange);
       }
     }
+    // Conclusive when the keyless record surely stood through every request: they were all
+    // answered within its window, or its texts are all still in the database now.
     if (answered - sent < WINDOW_S * 1000) return;
+    const still = storedTexts(dbPath);
+    if (added.every((text) => still.has(text))) return;
     if (attempt >= TIMED_TRIES) throw new Inconclusive(t('step.15.probeLate', { window: WINDOW_S, ms: Math.round(answered - sent) }));
   }
 }
