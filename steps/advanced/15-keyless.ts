@@ -305,6 +305,7 @@ async function recordKeyProbe(ctx: LiveContext, a: ServerInstance): Promise<void
     const texts = added.filter((text) => text.length <= PROBE_KEY_MAX && /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(text)).slice(0, PROBE_KEYS_MAX);
     const ours = [keyless];
     const other = { user: ctx.data.user(), amount: body.amount };
+    if (process.env.DEBUG_PROBE) console.error('PROBE', JSON.stringify({ before: [...before], added, texts }));
     let answered = sent;
     for (const key of texts) {
       for (const payer of [body, other]) {
