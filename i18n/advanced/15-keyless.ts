@@ -48,6 +48,11 @@ export const en = {
   'step.15.sentLate': 'The machine was too slow to judge: a request meant to fall inside the window of {window} s was answered {ms} ms after the first was sent, so it may have come past it.',
   'step.15.tooSlow': 'The machine was too slow to judge: a request meant to fall inside the window of {window} s was charged {ms} ms after the first.',
   'step.15.bucket': 'Keyless body {n} of {count}, sent again {ms} ms after its first request, got its first response back; this body, sent again as soon, paid anew. A window that begins at a tick of the clock (a time bucket) instead of at each body\'s first request parts the pairs that straddle its edge.',
+  'step.15.what.answerTo': 'answer (201) to the {what}',
+  'step.15.what.race': 'first of {size} identical keyless requests sent at once',
+  'step.15.what.last': 'keyless request made a window after the race',
+  'step.15.what.recordKey': 'request of user {user} whose client\'s key is a text the server stored for a keyless payment ({key})',
+  'step.15.probeLate': 'The machine was too slow to judge: the texts stored for a keyless payment, sent as clients\' keys, were answered up to {ms} ms after it, past its window of {window} s, when its record may rightly be gone.',
   'step.15.pass': 'Keyless requests were deduplicated within the window of {window} s ({size} at once charged once), by user and body, apart from client keys; after the window the same body paid anew.',
 } as const;
 
@@ -101,6 +106,11 @@ export const ko: Record<keyof typeof en, string> = {
   'step.15.sentLate': '기계가 너무 느려 판단할 수 없었습니다. {window}초 창 안에 들어가야 할 요청이 첫 요청을 보낸 지 {ms}ms 뒤에 응답되어, 창이 끝난 뒤에 처리되었을 수 있습니다.',
   'step.15.tooSlow': '기계가 너무 느려 판단할 수 없었습니다. {window}초 창 안에 들어가야 할 요청이 첫 결제보다 {ms}ms 늦게 결제됐습니다.',
   'step.15.bucket': '키 없는 본문 {count}개 중 {n}번째는 첫 요청 {ms}ms 뒤에 다시 보냈을 때 첫 응답을 돌려받았는데, 이 본문은 그만큼 빨리 다시 보냈는데도 새로 결제됐습니다. 창이 본문마다 첫 요청에서 시작하지 않고 시계의 눈금(시간 구간)에서 시작하면, 그 경계에 걸친 요청 쌍은 갈라집니다.',
+  'step.15.what.answerTo': '{what}에 대한 응답(201)',
+  'step.15.what.race': '한꺼번에 보낸 똑같은 키 없는 요청 {size}개 중 첫 응답',
+  'step.15.what.last': '경쟁 요청이 끝나고 창 하나가 지난 뒤의 키 없는 요청',
+  'step.15.what.recordKey': '서버가 키 없는 결제에 대해 저장한 텍스트({key})를 클라이언트 키로 보낸 사용자 {user}의 요청',
+  'step.15.probeLate': '기계가 너무 느려 판단할 수 없었습니다. 키 없는 결제에 대해 저장된 텍스트를 클라이언트 키로 보낸 요청들이 그 결제보다 최대 {ms}ms 늦게 응답되어, {window}초 창이 지나 기록이 정당하게 지워졌을 수 있습니다.',
   'step.15.pass': '키 없는 요청이 {window}초 창 안에서 사용자와 본문으로, 클라이언트 키와 섞이지 않고 중복 제거됐습니다(동시에 {size}개를 보내도 결제는 한 번). 창이 지난 뒤 같은 본문은 새로 결제됐습니다.',
 };
 
@@ -154,5 +164,10 @@ export const zh: Record<keyof typeof en, string> = {
   'step.15.sentLate': '机器太慢，无法判断：本应落在 {window} 秒窗口内的请求在第一次请求发出 {ms} 毫秒之后才得到响应，可能已在窗口之后处理。',
   'step.15.tooSlow': '机器太慢，无法判断：本应落在 {window} 秒窗口内的请求在第一次扣款 {ms} 毫秒之后才扣款。',
   'step.15.bucket': '{count} 个无键请求体中的第 {n} 个在第一次请求 {ms} 毫秒后再次发送，拿回了第一次的响应；这个请求体同样很快再次发送，却重新支付了。窗口若从时钟的刻度（时间分桶）开始，而不是从每个请求体的第一次请求开始，跨过分桶边界的请求对就会被拆开。',
+  'step.15.what.answerTo': '对{what}的响应（201）',
+  'step.15.what.race': '同时发出的 {size} 个相同无键请求中的第一个',
+  'step.15.what.last': '并发请求结束一个窗口之后的无键请求',
+  'step.15.what.recordKey': '用户 {user} 把服务器为一笔无键支付存下的文本（{key}）当作客户端键发送的请求',
+  'step.15.probeLate': '机器太慢，无法判断：把为一笔无键支付存下的文本当作客户端键发送的请求，最晚在那笔支付之后 {ms} 毫秒才得到响应，已超过 {window} 秒的窗口，那时记录可能已被正当删除。',
   'step.15.pass': '无键请求在 {window} 秒窗口内按用户和请求体去重，且与客户端键互不相混（同时发送 {size} 个也只扣款一次）；窗口过后同样的请求体重新支付。',
 };

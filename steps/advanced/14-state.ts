@@ -59,7 +59,7 @@ export function linkTarget(location: string, port: number): { target: string } |
  * @returns the request target the link resolves to, `/payments/{id}`
  * @throws CheckFailed when the header is missing, is no fit URI reference, names another server or links elsewhere
  */
-function linkOf(exchange: Exchange, server: ServerInstance, id: number, what: string): string {
+export function linkOf(exchange: Exchange, server: ServerInstance, id: number, what: string): string {
   const want = paymentPath(id);
   if (exchange.location === undefined || exchange.location.trim() === '') {
     throw new CheckFailed(t('step.14.noLocation', { what, path: want }), t('step.14.link.why'), { exchanges: [exchange] });
@@ -90,7 +90,7 @@ function replayWithLink(first: Exchange, replay: Exchange, server: ServerInstanc
  * payment_id, user, amount and charged_at with `status` (and `refunded_at` once refunded).
  * @throws CheckFailed naming what the state got wrong
  */
-async function expectState(ctx: LiveContext, server: ServerInstance, link: string, payment: Record<string, unknown>, status: 'charged' | 'refunded'): Promise<Exchange> {
+export async function expectState(ctx: LiveContext, server: ServerInstance, link: string, payment: Record<string, unknown>, status: 'charged' | 'refunded'): Promise<Exchange> {
   const got = await ctx.request(server, 'GET', link);
   expectStatus(got, 200, t('step.14.stateStatus', { link }), t('step.14.now.why'));
   const state = responseJson(got) as Record<string, unknown> | undefined;
@@ -110,7 +110,7 @@ async function expectState(ctx: LiveContext, server: ServerInstance, link: strin
  * built from that row number points at another payment). Nothing is written when the
  * ledger is not there yet or takes no such row (the contract's columns): the check goes on.
  */
-function seedOlderPayment(ctx: LiveContext, server: ServerInstance): void {
+export function seedOlderPayment(ctx: LiveContext, server: ServerInstance): void {
   const older = ctx.data.payment();
   ctx.seedLedgerRow(server, { key: ctx.freshKey(), user: older.user, amount: older.amount, createdAt: new Date(Date.now() - 2 * 86_400_000).toISOString() });
 }

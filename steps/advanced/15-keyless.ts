@@ -12,15 +12,19 @@ import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
 import type { Step } from '../../grader/track.js';
 import { saysReplayed } from './09-replayed.js';
-import { recordRows } from './11-expiry.js';
-import { linkTarget } from './14-state.js';
+import { NOT_RECORDS, recordRows } from './11-expiry.js';
+import { readCells } from '../../grader/tables.js';
+import { expectState, linkOf, linkTarget, seedOlderPayment } from './14-state.js';
 
 /**
  * The keyless window the servers are started with (IDEM_KEYLESS_WINDOW_S), in s: long
- * enough that a retry sent at once, and a race under a held lock, fall inside it on a
- * loaded machine (they take well under half of it), short enough to wait out.
+ * enough that a retry sent at once, a race under a held lock and the record-key probe
+ * (recordKeyProbe) fall inside it on a loaded machine, short enough to wait out. Every
+ * time of the step is derived from it; a request meant to fall inside the window that was
+ * answered a window or more after its body's first request was sent is never the server's
+ * failure (answeredInWindow, judgedInWindow: the round is made again).
  */
-export const WINDOW_S = 1;
+export const WINDOW_S = 2;
 
 /**
  * How much longer than the window the grader waits before the same body again, in ms,
@@ -34,7 +38,7 @@ const AFTER_WINDOW_MS = 100;
  * step's body first), each sent again RETRY_AFTER_MS after its first request (once that is
  * answered). Every pair spans RETRY_AFTER_MS and they follow each other SPREAD_MS apart, so
  * any instant of a window lies inside some pair at least (RETRY_AFTER_MS - SPREAD_MS) / 2
- * = 125 ms from either end: a key derived from the body and a clock bucket
+ * = a window / 8 (250 ms) from either end: a key derived from the body and a clock bucket
  * (floor(now / window), counted from the epoch, from the process's start or from any other
  * instant) instead of a window that starts at the first request has a bucket edge inside
  * one pair, which is then charged twice, every time; a record's age taken on a clock of
@@ -42,7 +46,7 @@ const AFTER_WINDOW_MS = 100;
  */
 export const SPREAD_BODIES = 4;
 const SPREAD_MS = (WINDOW_S * 1000) / SPREAD_BODIES;
-const RETRY_AFTER_MS = 500;
+const RETRY_AFTER_MS = (WINDOW_S * 1000) / 2;
 
 /**
  * When the step's body is sent again on B, a second server on the same database, in ms
@@ -52,7 +56,7 @@ const RETRY_AFTER_MS = 500;
  * replay (renewed at this retry) has not yet ended, while one that starts with the first
  * request has.
  */
-const OTHER_POD_AT_MS = 600;
+const OTHER_POD_AT_MS = WINDOW_S * 1000 * 0.6;
 
 /**
  * The fingerprint() of lab/server.py for a payment body: sha256 hex of its canonical JSON
@@ -125,15 +129,29 @@ function answeredInWindow(sinceFirstMs: number, judge: () => void): void {
 
 /**
  * Requires a new payment: 201, a payment of what was sent, with a payment_id none of the
- * `earlier` answers gave.
- * @throws CheckFailed naming the request, or the payment it replayed instead
+ * `earlier` answers gave, whose Location links to it on `server` (step 14's linkOf: every
+ * 201, keyless or not, carries `Location: /payments/{id}`).
+ * @returns the request target the Location resolves to, `/payments/{id}`
+ * @throws CheckFailed naming the request, the payment it replayed instead, or what is wrong with its link
  */
-function expectNew(exchange: Exchange, earlier: Exchange[], what: string): number {
+function expectNew(exchange: Exchange, earlier: Exchange[], what: string, server: ServerInstance): string {
   expectStatus(exchange, 201, t('step.15.new', { what }), t('step.15.new.why'));
   const id = paymentOf(exchange).payment_id as number;
   const same = earlier.find((e) => (responseJson(e) as { payment_id?: unknown } | undefined)?.payment_id === id);
   if (same) throw new CheckFailed(t('step.15.notNew', { what, id }), t('step.15.new.why'), { exchanges: [same, exchange] });
-  return id;
+  return keylessLink(exchange, server, what);
+}
+
+/**
+ * The Location of a 201 (a first keyless answer or any new payment), required to lead to
+ * its payment on `server` as step 14 requires (linkOf): a link made from anything but the
+ * payment's id (a record's rowid, a row count) is caught, since the check's database
+ * holds an older payment without a record (seedOlderPayment) from the start.
+ * @returns the request target, `/payments/{id}`
+ * @throws CheckFailed naming the answer when the header is missing or links elsewhere
+ */
+function keylessLink(exchange: Exchange, server: ServerInstance, what: string): string {
+  return linkOf(exchange, server, paymentOf(exchange).payment_id as number, t('step.15.what.answerTo', { what }));
 }
 
 /**
@@ -158,6 +176,7 @@ async function keylessRace(ctx: LiveContext, server: ServerInstance): Promise<vo
   } finally {
     release?.();
   }
+  let paid: Exchange[];
   try {
     const charges = (ctx.charges(server) ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
     const rows = keylessRows(ctx, server, body);
@@ -169,7 +188,7 @@ async function keylessRace(ctx: LiveContext, server: ServerInstance): Promise<vo
       });
     }
     const broken = answers.filter((e) => e.status !== 201 && e.status !== 409);
-    const paid = answers.filter((e) => e.status === 201);
+    paid = answers.filter((e) => e.status === 201);
     if (broken.length > 0 || paid.length === 0) {
       throw new CheckFailed(t('step.15.raceBroken', { size: RACE_SIZE, status: String(broken[0]?.status ?? answers[0]?.status) }), t('step.15.race.why'), { exchanges: broken.length > 0 ? broken : answers });
     }
@@ -181,6 +200,7 @@ async function keylessRace(ctx: LiveContext, server: ServerInstance): Promise<vo
   } catch (err) {
     throw judgedInWindow(ctx, server, body, err, 0, sentAtMs);
   }
+  keylessLink(paid[0], server, t('step.15.what.race', { size: RACE_SIZE }));
 }
 
 /**
@@ -227,6 +247,87 @@ function expectUnmarked(exchange: Exchange, what: string): void {
   if (saysReplayed(exchange)) throw new CheckFailed(t('step.15.firstMarked', { what }), t('step.15.firstMarked.why'), { exchanges: [exchange] });
 }
 
+/** The longest stored text the probe sends as a client's key, in characters: a key, not a stored response. */
+const PROBE_KEY_MAX = 200;
+
+/** How many stored texts the probe sends at most (each twice): the record of one payment holds a few. */
+const PROBE_KEYS_MAX = 12;
+
+/**
+ * The texts of the cells of every table but ledger and refunds (NOT_RECORDS: wherever a
+ * server keeps its records) read as UTF-8, with the strings a JSON array or object among
+ * them holds at its top level (`["mina", "keyless:mina:500"]` gives `keyless:mina:500` too);
+ * sqlite's own tables (sqlite_sequence) are left out.
+ */
+function storedTexts(dbPath: string): Set<string> {
+  const texts = new Set<string>();
+  for (const cell of readCells(dbPath, NOT_RECORDS)) {
+    // sqlite's own tables (sqlite_sequence's counters) hold no record and change with every payment.
+    if (cell.table.toLowerCase().startsWith('sqlite_')) continue;
+    const text = cell.value.toString('utf8');
+    texts.add(text);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      continue;
+    }
+    if (parsed !== null && typeof parsed === 'object') for (const v of Object.values(parsed)) if (typeof v === 'string') texts.add(v);
+  }
+  return texts;
+}
+
+/**
+ * A derived key must never meet a client's key, whatever text it is derived as (a prefix
+ * and the fingerprint, the user and amount joined, the fields as JSON): one keyless
+ * payment is made, alone (every other request is answered), and the texts its record
+ * added to the server's tables (storedTexts, new since just before it; at most
+ * PROBE_KEYS_MAX of at most PROBE_KEY_MAX printable ASCII characters, which a header can
+ * carry as they are) are each sent as a client's Idempotency-Key, by the payment's own user
+ * with its body and by another user with its amount, all at once: every one must be a new payment
+ * (expectNew), not a replay of the keyless one, nor a 409 or 422 for a key seen before.
+ * The verdict is causal: a failure is the server's whenever it came (a client's key met a
+ * derived record); a pass counts only when the keyless record surely stood through every
+ * request: the last was answered within the window of the keyless request's sending, or
+ * every text the record added is still in the database after it (a server may delete the
+ * record once the window is over); else the round is made again with a new body, up
+ * to TIMED_TRIES times, and then the step is an error ("too slow to judge"), not a pass.
+ * @throws CheckFailed naming the text sent and the payment it got; Inconclusive when every round came too late
+ */
+async function recordKeyProbe(ctx: LiveContext, a: ServerInstance): Promise<void> {
+  const dbPath = ctx.database(a).dbPath;
+  for (let attempt = 1; ; attempt++) {
+    const before = storedTexts(dbPath);
+    const body = ctx.data.payment();
+    const sent = performance.now();
+    const keyless = await ctx.pay(a, { body });
+    const what = t('step.15.what.userAmount', { user: body.user, amount: body.amount });
+    expectNew(keyless, [], what, a);
+    expectUnmarked(keyless, what);
+    const added = [...storedTexts(dbPath)].filter((text) => !before.has(text));
+    const texts = added.filter((text) => text.length <= PROBE_KEY_MAX && /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(text)).slice(0, PROBE_KEYS_MAX);
+    const other = { user: ctx.data.user(), amount: body.amount };
+    // Sent all at once (each text by both users), so that the round takes one answer's time
+    // rather than one per text on a loaded machine; judged afterwards in a fixed order.
+    const probes = texts.flatMap((key) => [body, other].map((payer) => ({ key, payer })));
+    const exchanges = await Promise.all(probes.map(({ key, payer }) => ctx.pay(a, { key, body: payer })));
+    const answered = performance.now();
+    const ours = [keyless];
+    probes.forEach(({ key, payer }, i) => {
+      const probeWhat = t('step.15.what.recordKey', { user: payer.user, key });
+      expectNew(exchanges[i], ours, probeWhat, a);
+      expectUnmarked(exchanges[i], probeWhat);
+      ours.push(exchanges[i]);
+    });
+    // Conclusive when the keyless record surely stood through every request: they were all
+    // answered within its window, or its texts are all still in the database now.
+    if (answered - sent < WINDOW_S * 1000) return;
+    const still = storedTexts(dbPath);
+    if (added.every((text) => still.has(text))) return;
+    if (attempt >= TIMED_TRIES) throw new Inconclusive(t('step.15.probeLate', { window: WINDOW_S, ms: Math.round(answered - sent) }));
+  }
+}
+
 /**
  * The keyless records are deleted once their window is over: a window and
  * AFTER_WINDOW_MS after the race, one more keyless payment is made, and then (a server
@@ -241,6 +342,7 @@ async function expectKeylessSwept(ctx: LiveContext, a: ServerInstance): Promise<
   const last = ctx.data.payment();
   const paid = await ctx.pay(a, { body: last });
   expectStatus(paid, 201, t('step.15.first'), t('step.15.first.why'));
+  keylessLink(paid, a, t('step.15.what.last'));
   const young = ctx.ledger(a).filter((row) => row.idempotency_key !== null).length + 1;
   const dbPath = ctx.database(a).dbPath;
   let { records, tables } = recordRows(dbPath);
@@ -287,13 +389,15 @@ async function apartChecks(ctx: LiveContext, a: ServerInstance, startedC: Promis
   const ours = [first];
   const pay = async (req: { key?: string; body: { user: string; amount: number } }, what: string, earlier = ours) => {
     const exchange = await ctx.pay(a, req);
-    expectNew(exchange, earlier, what);
+    expectNew(exchange, earlier, what, a);
     expectUnmarked(exchange, what);
     ours.push(exchange);
     return exchange;
   };
   const body = ctx.data.payment();
-  await pay({ body }, t('step.15.what.userAmount', { user: body.user, amount: body.amount }));
+  const keyless = await pay({ body }, t('step.15.what.userAmount', { user: body.user, amount: body.amount }));
+  // Its link, followed: the keyless payment's state, as step 14 serves a keyed one's.
+  await expectState(ctx, a, keylessLink(keyless, a, t('step.15.what.userAmount', { user: body.user, amount: body.amount })), paymentOf(keyless), 'charged');
   await pay({ key: ctx.freshKey(), body }, t('step.15.what.keyed'));
   // A client's key that is the body's fingerprint, after the keyless payment and before one.
   const fingerprint = labFingerprint(body);
@@ -353,11 +457,17 @@ async function payAt(ctx: LiveContext, server: ServerInstance, body: { user: str
  * requests at once under a held write lock charge once. No first answer (a keyless one, the
  * payment after the window) says Idempotency-Replayed: true; the payment after the window
  * is retried at once and replays; the first user in capitals and with a space after it
- * are other users; a window after the race the keyless records are deleted (expectKeylessSwept). What it cannot catch: a derived
- * key kept among client keys under a prefix of the server's own (`keyless:` and the
- * fingerprint, say) meets a client that sends that text, but the grader cannot guess the
- * prefix; only the bare fingerprint (labFingerprint) is tried. The audit counts keyless
- * 201s with one body and payment_id as one payment (LiveContext.keylessGrouping).
+ * are other users; after the race, the texts one keyless payment's record stored in the
+ * database are sent as clients' keys and must each be a new payment (recordKeyProbe: a
+ * derived key kept among client keys as `keyless:` and the fingerprint, or the user and
+ * amount joined, meets them); a window after the race the keyless records are deleted
+ * (expectKeylessSwept). Every keyless 201 (and every new payment) carries a Location that
+ * leads to its payment (step 14's linkOf; GET on one shows it charged), with an older
+ * payment seeded first (seedOlderPayment), so that a link built from a record's row
+ * number is caught. What it cannot catch: a derived key whose text is stored nowhere the
+ * grader reads (hashed again before it is kept, say) and yet meets a client's key that
+ * hashes alike. The audit counts keyless 201s with one body and payment_id as one payment
+ * (LiveContext.keylessGrouping).
  */
 export const step: Step = {
   id: '15',
@@ -386,6 +496,9 @@ export const step: Step = {
     kept(startedC);
     try {
       const [a, b] = await Promise.all([startedA, startedB]);
+      // An older payment without a record, as in step 14: a keyless payment's id is then not
+      // its record's row number (a Location built from that is caught by keylessLink).
+      seedOlderPayment(ctx, a);
       // The timed round, made again with new bodies when the machine was too slow to keep
       // its times (judgedInWindow): a verdict on the server, never on the machine's load.
       const timedRound = async (): Promise<void> => {
@@ -426,7 +539,7 @@ export const step: Step = {
 
         const { exchange: first } = await pairs[0].first;
         expectStatus(first, 201, t('step.15.first'), t('step.15.first.why'));
-        paymentOf(first);
+        keylessLink(first, a, t('step.15.what.first'));
         const variants: Array<{ body: { user: string; amount: number }; what: string }> = [];
         const apart = kept(apartChecks(ctx, a, startedC, first, variants));
 
@@ -443,7 +556,7 @@ export const step: Step = {
           Promise.all([pair.first, pair.retry]).then(([{ exchange: firstOf, sent: firstSent }, { exchange: retry, sent, answered }]) =>
             verdict(t('step.15.part.pair', { n: i + 1, count: SPREAD_BODIES, ms: Math.round(sent - firstSent) }), () => {
               expectStatus(firstOf, 201, t('step.15.first'), t('step.15.first.why'));
-              paymentOf(firstOf);
+              keylessLink(firstOf, a, t('step.15.what.first'));
               expectUnmarked(firstOf, t('step.15.what.first'));
               answeredInWindow(answered - firstSent, () => expectKeylessReplay(ctx, a, pair.body, firstOf, retry, a));
             }),
@@ -478,14 +591,14 @@ export const step: Step = {
         // The variant users apartChecks left for after the window: new payments of their own.
         for (const variant of variants) {
           const exchange = await ctx.pay(a, { body: variant.body });
-          expectNew(exchange, ours, variant.what);
+          expectNew(exchange, ours, variant.what, a);
           expectUnmarked(exchange, variant.what);
           ours.push(exchange);
         }
 
         // After the window (counted from the first request, not from its last replay): the same body is a new payment.
         const { charged, exchange: later, sent: laterSent, answered: laterAnswered, chargedThen, retry: laterRetry, retryAnswered } = await afterWindow;
-        expectNew(later, ours, t('step.15.what.afterWindow', { window: WINDOW_S }));
+        expectNew(later, ours, t('step.15.what.afterWindow', { window: WINDOW_S }), a);
         expectUnmarked(later, t('step.15.what.afterWindow', { window: WINDOW_S }));
         // A window that slides with every replay is told apart only when this payment was
         // answered (so made) within a window of the body's last replay's sending (so before
@@ -513,6 +626,7 @@ export const step: Step = {
       // Every timed request is answered by now: the race holds the database's write lock alone.
       await Promise.allSettled(pending);
       await keylessRace(ctx, a);
+      await recordKeyProbe(ctx, a);
       await expectKeylessSwept(ctx, a);
       return t('step.15.pass', { size: RACE_SIZE, window: WINDOW_S });
     } finally {
