@@ -642,6 +642,27 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
     await Promise.all([ctx.stopServer(c), ctx.stopServer(d)]);
     return undefined;
   }
+  if (!young) {
+    // The claim outlived IDEM_LOCK_S before its owner answered (the machine kept the grader
+    // or the servers off a CPU while D started): a take-over was then the server's right, so
+    // what follows can fail only as inconclusive, never as the learner's fail.
+    try {
+      return await judgeLiveClaim(ctx, req, c, d, lock, answer, answers);
+    } catch (err) {
+      if (!(err instanceof CheckFailed)) throw err;
+      throw new Inconclusive(t('step.12.liveAged', { server: c.label, other: d.label, lock, seconds: (((owner.doneAt ?? performance.now()) - owner.sentAt) / 1000).toFixed(1) }));
+    }
+  }
+  return judgeLiveClaim(ctx, req, c, d, lock, answer, answers);
+}
+
+/**
+ * The verdict on a live claim (liveClaim): the owner's answer 201, each retry that payment or
+ * 409, one charge and one ledger row, a later retry on `d` replays it.
+ * @returns how the retries were answered ('409', '201', or both)
+ * @throws CheckFailed naming what broke
+ */
+async function judgeLiveClaim(ctx: LiveContext, req: Payment, c: ServerInstance, d: ServerInstance, lock: number, answer: Exchange, answers: Exchange[]): Promise<string> {
   expectStatus(answer, 201, t('step.12.liveRobbed', { server: c.label, other: d.label, lock, status: String(answer.status) }), t('step.12.liveRobbed.why'));
   paymentOf(answer);
   for (const retry of answers) {
