@@ -55,7 +55,7 @@ export const ko: Record<MessageKey, string> = {
   'step.02.retry.why': '재시도는 같은 요청을 다시 보내는 것입니다. 클라이언트는 같은 성공 응답을 받아야 하고, 두 번째 결제나 오류를 받아서는 안 됩니다.',
   'step.02.rows.why': '한 키로 온 요청 세 개는 결제 한 건입니다. 재시도가 원장에 행을 더하면 안 됩니다.',
   'step.02.replayedHeader': '재생한 응답에는 Idempotency-Replayed: true 헤더를 붙이세요. 클라이언트와 로그가 재생과 새 결제를 구별할 수 있습니다.',
-  'step.02.pass': '키 {key}로 보낸 재시도가 모두 첫 응답을 그대로 받았습니다. 사이에 다른 결제가 끼어 있을 때도, 두 번째 클라이언트 주소에서 보냈을 때도, 프록시 헤더가 달라졌을 때도, 더 새로운 키의 결제 {newer}건 뒤에도 그랬습니다. 원장 한 행, 청구 한 번입니다. 새 키로 보낸 같은 본문과 여러 모양의 키 {keys}개도 각각 따로 결제되었습니다.',
+  'step.02.pass': '키 {key} 값으로 보낸 재시도가 모두 첫 응답을 그대로 받았습니다. 사이에 다른 결제가 끼어 있을 때도, 두 번째 클라이언트 주소에서 보냈을 때도, 프록시 헤더가 달라졌을 때도, 더 새로운 키의 결제 {newer}건 뒤에도 그랬습니다. 원장 한 행, 청구 한 번입니다. 새 키로 보낸 같은 본문과 여러 모양의 키 {keys}개도 각각 따로 결제되었습니다.',
 
   'step.03.why': '돈이 오가는 요청에서 키가 선택 사항이면 어떤 클라이언트는 꼭 빠뜨리고, 그 클라이언트의 재시도는 두 번 결제됩니다.',
   'step.03.file.charged.empty': '03-nokey.txt에서 빈 키를 보낸 요청이 HTTP {status} 응답으로 처리되었습니다. 400으로 거절해야 합니다.',
@@ -664,7 +664,7 @@ export const ko: Record<MessageKey, string> = {
   'wire.from': '({address}에서 보냄)',
   'wire.fromFallback': '({address}에서 보냄: {why})',
   'step.02.part.client': '두 번째 클라이언트 주소 {address}에서 보낸 재시도(첫 요청은 127.0.0.1에서 왔습니다):',
-  'step.02.part.clientFallback': '{address}가 아니라 다시 127.0.0.1에서 보낸 재시도({why}):',
+  'step.02.part.clientFallback': '{address} 주소가 아니라 다시 127.0.0.1에서 보낸 재시도({why}):',
   'step.02.part.header': '{header} 헤더를 단 재시도(첫 요청은 {first} 값을 보냈습니다):',
   'step.02.part.late': '더 새로운 키의 결제 {count}건 뒤에:',
   'step.02.retry.elsewhere.why': '재시도는 다른 주소에서 올 수 있습니다. 클라이언트의 네트워크가 바뀌었을 수도 있고, 자기 X-Forwarded-For, X-Real-IP, Forwarded 헤더를 붙이는 다른 로드 밸런서나 프록시를 거쳤을 수도 있습니다. 기록은 요청을 보낸 쪽이 아니라 키(와 그 사용자)에 딸린 것입니다.',
