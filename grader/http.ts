@@ -41,6 +41,27 @@ export interface PayRequest {
   key?: string;
   /** The body as an object (sent as JSON) or as raw text (sent as is). */
   body: unknown;
+  /** Headers sent besides Content-Type and Idempotency-Key, by name as sent (e.g. `X-Forwarded-For`). */
+  headers?: Record<string, string>;
+  /**
+   * 'second': sent as a second client, from SECOND_CLIENT_ADDRESS instead of 127.0.0.1
+   * (openSecondConnection); the exchange's `client` says where it came from. Default: the
+   * grader's usual connection.
+   */
+  client?: 'second';
+}
+
+/**
+ * The client address of the grader's second client (PayRequest.client 'second'): any
+ * 127.x.y.z is loopback on Linux, so the server sees a connection from another address
+ * than 127.0.0.1 with no network beyond the machine. The sandbox's relay (relay.py,
+ * relay.ts) uses the same address for the connections of its second socket.
+ */
+export const SECOND_CLIENT_ADDRESS = '127.3.4.5';
+
+/** The relay socket of the second client beside a relay's socket (relay.py makes it where it can bind SECOND_CLIENT_ADDRESS). */
+export function secondSocketPath(socketPath: string): string {
+  return `${socketPath}.other`;
 }
 
 /** The body most checks send: a valid payment of 1000 for user u1. */
@@ -93,11 +114,23 @@ function isSocket(file: string): boolean {
  */
 export function openConnection(target: number | Pick<Target, 'port' | 'socketPath'>, timeoutMs: number): Promise<net.Socket> {
   const { port, socketPath } = typeof target === 'number' ? { port: target, socketPath: undefined } : target;
+  return connectTo(port, socketPath, timeoutMs);
+}
+
+/** A failure to bind the local address of a connection (the second client's address), with its error code. */
+class BindError extends Error {}
+
+/**
+ * Opens a connection as in openConnection, to the relay socket `socketPath` when given,
+ * else to 127.0.0.1:port from `localAddress` (default: the kernel's choice, 127.0.0.1).
+ * @throws BindError when `localAddress` cannot be bound; ConnectError as openConnection
+ */
+function connectTo(port: number, socketPath: string | undefined, timeoutMs: number, localAddress?: string): Promise<net.Socket> {
   // A relay socket lies in a folder the sandbox may write (when the grader is not root): it
   // must be a socket itself, never a link to another one of the host's.
   if (socketPath !== undefined && !isSocket(socketPath)) return Promise.reject(new ConnectError(t('http.refused', { port }), 'refused'));
   return new Promise((resolve, reject) => {
-    const socket = socketPath ? net.connect({ path: socketPath }) : net.connect({ host: '127.0.0.1', port });
+    const socket = socketPath ? net.connect({ path: socketPath }) : net.connect({ host: '127.0.0.1', port, ...(localAddress ? { localAddress } : {}) });
     const timer = setTimeout(() => {
       socket.destroy();
       reject(new ConnectError(t('http.connectTimeout', { port, ms: timeoutMs }), 'connect-timeout'));
@@ -108,11 +141,44 @@ export function openConnection(target: number | Pick<Target, 'port' | 'socketPat
     });
     socket.once('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
+      if (err.syscall === 'bind') return reject(new BindError(err.code ?? err.message));
       // A relay socket not yet made, or gone with its sandbox, is a refused connection too.
       const refused = err.code === 'ECONNREFUSED' || (socketPath !== undefined && err.code === 'ENOENT');
       reject(refused ? new ConnectError(t('http.refused', { port }), 'refused') : new ConnectError(t('http.failed', { error: err.code ?? err.message }), 'failed'));
     });
   });
+}
+
+/** Where a second client's connection came from (Exchange.client). */
+export interface ClientAddress {
+  /** The client address the server sees: SECOND_CLIENT_ADDRESS, or 127.0.0.1 when it could not be used. */
+  address: string;
+  /** Why SECOND_CLIENT_ADDRESS could not be used, in the learner's language; absent when it was. */
+  fallback?: string;
+}
+
+/**
+ * Opens a connection as a second client: from SECOND_CLIENT_ADDRESS, through the relay's
+ * second socket (secondSocketPath) for a target behind a relay, else bound to that address
+ * (localAddress). Where that cannot be done (the address cannot be bound here, or the relay
+ * made no second socket) the connection is opened as usual, from 127.0.0.1, and `client`
+ * says so and why.
+ * @throws ConnectError as openConnection
+ */
+export async function openSecondConnection(target: Pick<Target, 'port' | 'socketPath'>, timeoutMs: number): Promise<{ socket: net.Socket; client: ClientAddress }> {
+  const { port, socketPath } = target;
+  if (socketPath !== undefined) {
+    const second = secondSocketPath(socketPath);
+    if (isSocket(second)) return { socket: await connectTo(port, second, timeoutMs), client: { address: SECOND_CLIENT_ADDRESS } };
+    // No second socket: the relay could not bind the address in the sandbox (or predates it).
+    return { socket: await connectTo(port, socketPath, timeoutMs), client: { address: '127.0.0.1', fallback: t('http.secondClient.noRelay', { address: SECOND_CLIENT_ADDRESS }) } };
+  }
+  try {
+    return { socket: await connectTo(port, undefined, timeoutMs, SECOND_CLIENT_ADDRESS), client: { address: SECOND_CLIENT_ADDRESS } };
+  } catch (err) {
+    if (!(err instanceof BindError)) throw err;
+    return { socket: await connectTo(port, undefined, timeoutMs), client: { address: '127.0.0.1', fallback: t('http.secondClient.noBind', { address: SECOND_CLIENT_ADDRESS, error: err.message }) } };
+  }
 }
 
 /** The most of a response body the grader reads, in bytes (64 KB); a longer body ends the exchange (Exchange.truncated). */
@@ -187,6 +253,10 @@ export async function sendOn(
   const headers: Record<string, string> = {};
   if (method === 'POST') headers['content-type'] = 'application/json';
   if (req?.key !== undefined) headers['idempotency-key'] = req.key;
+  if (req?.headers) {
+    Object.assign(headers, Object.fromEntries(Object.entries(req.headers).map(([name, value]) => [name.toLowerCase(), value])));
+    exchange.headers = { ...req.headers };
+  }
   // The one socket is handed to undici once: should it ask again (the socket was closed
   // under a request), it gets an error, not the dead socket back, which would make it ask
   // again at once for ever and hold the event loop.
@@ -253,14 +323,20 @@ export async function send(
   timeouts: Timeouts = checkTimeouts(),
 ): Promise<Exchange> {
   let socket: net.Socket;
+  let client: ClientAddress | undefined;
   try {
-    socket = await openConnection(target, timeouts.connectMs);
+    if (req?.client === 'second') ({ socket, client } = await openSecondConnection(target, timeouts.connectMs));
+    else socket = await openConnection(target, timeouts.connectMs);
   } catch (err) {
     const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody: req ? bodyText(req.body) : '', ms: 0, error: (err as Error).message, errorCode: err instanceof ConnectError ? err.code : 'failed' };
     if (req?.key !== undefined) exchange.key = req.key;
+    if (req?.headers) exchange.headers = { ...req.headers };
+    if (req?.client === 'second') exchange.client = { address: SECOND_CLIENT_ADDRESS };
     return exchange;
   }
-  return sendOn(socket, target, method, path, req, timeouts);
+  const exchange = await sendOn(socket, target, method, path, req, timeouts);
+  if (client) exchange.client = client;
+  return exchange;
 }
 
 /**
@@ -275,11 +351,15 @@ export async function sendSimultaneously(
   onWritten?: () => void,
 ): Promise<Exchange[]> {
   const opened = await Promise.allSettled(
-    requests.map((_, i) => openConnection(targets[i % targets.length], timeouts.connectMs)),
+    requests.map((req, i) =>
+      req.client === 'second'
+        ? openSecondConnection(targets[i % targets.length], timeouts.connectMs)
+        : openConnection(targets[i % targets.length], timeouts.connectMs).then((socket) => ({ socket, client: undefined })),
+    ),
   );
   if (onWritten) {
     // Told once every opened connection has written its request to the kernel (or ended): polled, as undici writes in a later turn.
-    const sockets = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+    const sockets = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value.socket] : []));
     const until = performance.now() + timeouts.connectMs;
     const poll = () => {
       if (sockets.every((s) => s.bytesWritten > 0 || s.destroyed) || performance.now() > until) onWritten();
@@ -291,9 +371,17 @@ export async function sendSimultaneously(
     requests.map((req, i) => {
       const target = targets[i % targets.length];
       const conn = opened[i];
-      if (conn.status === 'fulfilled') return sendOn(conn.value, target, 'POST', '/pay', req, timeouts);
+      if (conn.status === 'fulfilled') {
+        const { socket, client } = conn.value;
+        return sendOn(socket, target, 'POST', '/pay', req, timeouts).then((exchange) => {
+          if (client) exchange.client = client;
+          return exchange;
+        });
+      }
       const exchange: Exchange = { server: target.label, port: target.port, method: 'POST', path: '/pay', requestBody: bodyText(req.body), ms: 0, error: (conn.reason as Error).message, errorCode: conn.reason instanceof ConnectError ? conn.reason.code : 'failed' };
       if (req.key !== undefined) exchange.key = req.key;
+      if (req.headers) exchange.headers = { ...req.headers };
+      if (req.client === 'second') exchange.client = { address: SECOND_CLIENT_ADDRESS };
       return Promise.resolve(exchange);
     }),
   );

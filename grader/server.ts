@@ -196,7 +196,8 @@ function socketFolder(): string {
   for (const base of ['/tmp', os.tmpdir()]) {
     try {
       const dir = fs.mkdtempSync(path.join(base, 'idem-lab-s'));
-      if (Buffer.byteLength(dir) + 24 <= SOCKET_PATH_MAX) return dir;
+      // Room for `/<label>-<port>.sock.other` (the relay's second socket, relay.py).
+      if (Buffer.byteLength(dir) + 30 <= SOCKET_PATH_MAX) return dir;
       fs.rmSync(dir, { recursive: true, force: true });
     } catch {
       // not writable: the next base

@@ -27,6 +27,14 @@ export interface Exchange {
   key?: string;
   /** The request body exactly as sent (UTF-8 text), '' for none. */
   requestBody: string;
+  /** Request headers sent besides Content-Type and Idempotency-Key (e.g. X-Forwarded-For), by name as sent; absent when none. */
+  headers?: Record<string, string>;
+  /**
+   * Set on a request sent as a second client (http.ts PayRequest.client): the client address
+   * the server saw it come from (127.3.4.5, http.ts SECOND_CLIENT_ADDRESS) and, when that
+   * address could not be used and it came from 127.0.0.1 instead, why (learner's language).
+   */
+  client?: { address: string; fallback?: string };
   /** The HTTP status; undefined when no answer came (see `error`). */
   status?: number;
   /** The Idempotency-Replayed response header (or Stripe's Idempotent-Replayed, when only that one came), when the server sent one. */

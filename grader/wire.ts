@@ -17,12 +17,17 @@ function shorten(text: string, max: number): string {
 /**
  * `POST /pay  Idempotency-Key: k1  {"user":"u1","amount":1000}`; `(no Idempotency-Key)` or
  * `Idempotency-Key: (empty)` in the learner's language, as probe.sh prints them (the paste
- * reader reads the marks of every language).
+ * reader reads the marks of every language). Other headers sent follow the key
+ * (`X-Forwarded-For: 198.51.100.23`), then, for a request sent as a second client, where
+ * it came from: `(from 127.3.4.5)`, or 127.0.0.1 and why not the second address.
  */
 export function formatRequestLine(exchange: Exchange): string {
   const key = exchange.key === undefined ? t('probe.noKey') : `Idempotency-Key: ${exchange.key === '' ? t('probe.emptyKey') : exchange.key}`;
   const parts = [`${exchange.method} ${exchange.path}`];
-  if (exchange.method === 'POST') parts.push(key, exchange.requestBody);
+  if (exchange.method === 'POST') parts.push(key);
+  for (const [name, value] of Object.entries(exchange.headers ?? {})) parts.push(`${name}: ${value}`);
+  if (exchange.client) parts.push(exchange.client.fallback === undefined ? t('wire.from', { address: exchange.client.address }) : t('wire.fromFallback', { address: exchange.client.address, why: exchange.client.fallback }));
+  if (exchange.method === 'POST') parts.push(exchange.requestBody);
   return parts.join('  ');
 }
 
@@ -43,6 +48,8 @@ export function shellQuote(word: string): string {
  * POSIX shell: `curl -sS -i -X POST http://127.0.0.1:8000/pay -H 'Content-Type: application/json'
  * -H 'Idempotency-Key: k1' --data '{"user":"u1","amount":1000}'`. An empty key is sent as
  * `-H 'Idempotency-Key;'` (curl's way to send a header with no value); no key, no header.
+ * Other headers sent follow as `-H`; a request sent as a second client binds its address
+ * (`--interface 127.3.4.5`).
  * @param port the port to send it to (default: the exchange's own, which a grader's server
  *   no longer listens on once the check is over; pass the learner's server's port)
  * @param maxBody characters of request body to show; a longer body is cut and the line
@@ -51,10 +58,14 @@ export function shellQuote(word: string): string {
 export function curlCommand(exchange: Exchange, port = exchange.port, maxBody = Infinity): string {
   const args = ['curl', '-sS', '-i'];
   if (exchange.method !== 'GET') args.push('-X', exchange.method);
+  // A second client's request leaves from its address (curl binds it: --interface takes an address too).
+  if (exchange.client && exchange.client.fallback === undefined) args.push('--interface', exchange.client.address);
   args.push(`http://127.0.0.1:${port}${exchange.path}`);
+  for (const [name, value] of exchange.method === 'POST' ? [] : Object.entries(exchange.headers ?? {})) args.push('-H', `${name}: ${value}`);
   if (exchange.method === 'POST') {
     args.push('-H', 'Content-Type: application/json');
     if (exchange.key !== undefined) args.push('-H', exchange.key === '' ? 'Idempotency-Key;' : `Idempotency-Key: ${exchange.key}`);
+    for (const [name, value] of Object.entries(exchange.headers ?? {})) args.push('-H', `${name}: ${value}`);
     const body = exchange.requestBody.length <= maxBody ? exchange.requestBody : exchange.requestBody.slice(0, maxBody);
     args.push('--data', body);
     if (body !== exchange.requestBody) return `${args.map(shellQuote).join(' ')}  # ${t('wire.bodyCut', { n: exchange.requestBody.length - maxBody })}`;

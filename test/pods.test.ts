@@ -4,12 +4,15 @@
  * database, or one instance and its restart, never see the same pid and host name. Without
  * it every sandbox (a pid namespace of its own) showed its server the same small pid and
  * the machine's name, and a record scoped by pid or host name looked shared by all of them.
+ * And a sandboxed server is reached from two client addresses, as a service behind two
+ * proxies is (step 02): through its relay's first socket from 127.0.0.1, its second from 127.3.4.5.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { resolveInterpreter } from '../grader/server.js';
+import { SECOND_CLIENT_ADDRESS, secondSocketPath } from '../grader/http.js';
 import { LiveContext } from '../grader/context.js';
 import { makeGraderTempDir } from '../grader/engine.js';
 import { chooseSandboxFor, nextPidOffset, PID_OFFSET_MAX, withPidOffset } from '../grader/sandbox.js';
@@ -96,6 +99,93 @@ for (const solution of ['scoped-by-pid', 'pods/scoped-by-hostname', 'pods/scoped
       const [result] = await grade({ workspace: ws.dir, steps: STEPS.filter((s) => s.id === '06'), command: { ...resolved, sandbox } });
       assert.equal(result.status, 'fail', result.message);
       assert.match(result.message, /^(After a restart|On B|A retry on another instance|.*instance).*(stored first response back unchanged|first response again)/);
+    } finally {
+      ws.remove();
+    }
+  });
+}
+
+/** A server that answers every GET with the client address of the connection, as Python's http.server sees it. */
+const PEER_SERVER_PY = `
+import os, http.server
+
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = self.client_address[0].encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+`;
+
+/** The same in Node.js (its server runs behind relay.js, not relay.py). */
+const PEER_SERVER_NODE = `
+import http from 'node:http';
+http.createServer((req, res) => res.end(req.socket.remoteAddress.replace(/^::ffff:/, ''))).listen(Number(process.env.PORT), '127.0.0.1');
+`;
+
+// Step 02 retries from a second client address (issue 20): a sandboxed server is reached
+// through its relay, whose second socket (SOCKET.other) connects from 127.3.4.5. Both relays
+// (relay.py for a Python server, relay.js for any other) make it.
+for (const [relay, file, source, config] of [
+  ['relay.py', 'server.py', PEER_SERVER_PY, undefined],
+  ['relay.js', 'server.mjs', PEER_SERVER_NODE, { server: ['node', 'server.mjs'] }],
+] as const) {
+  test(`sandboxed behind ${relay}: a second client's requests come from ${SECOND_CLIENT_ADDRESS} through the relay's second socket, the others from 127.0.0.1`, async () => {
+    const { sandbox } = await chooseSandboxFor('auto');
+    if (!sandbox) return; // No sandbox here: the grader binds the address itself (the fixture matrix grades that).
+    const ws = fixtureWorkspace('reference', {});
+    fs.writeFileSync(path.join(ws.dir, file), source);
+    if (config) fs.writeFileSync(path.join(ws.dir, 'idem-lab.json'), JSON.stringify(config));
+    const tmp = makeGraderTempDir('lab-');
+    const { command } = openWorkspace(ws.dir);
+    const resolved = await resolveInterpreter(command, ws.dir);
+    const ctx = new LiveContext(ws.dir, tmp, '02', { ...resolved, sandbox }, 1);
+    try {
+      const server = await ctx.startServer();
+      assert.ok(server.sandboxed && server.socketPath, 'reached through a relay');
+      assert.ok(fs.lstatSync(secondSocketPath(server.socketPath)).isSocket(), "the relay's second socket is there once its first is");
+      const usual = await ctx.request(server, 'GET', '/peer');
+      const second = await ctx.request(server, 'GET', '/peer', { body: '', client: 'second' });
+      assert.equal(usual.responseBody, '127.0.0.1');
+      assert.equal(usual.client, undefined);
+      assert.equal(second.responseBody, SECOND_CLIENT_ADDRESS, JSON.stringify(second));
+      assert.deepEqual(second.client, { address: SECOND_CLIENT_ADDRESS });
+    } finally {
+      await ctx.stopAll();
+      fs.rmSync(tmp, { recursive: true, force: true });
+      ws.remove();
+    }
+  });
+}
+
+// Step 02 graded sandboxed, through both relay sockets: the reference (relay.py) and the
+// Node.js server (relay.js) replay a retry from the second client address with no warning
+// that it came from 127.0.0.1; a server that scopes its records by the client's address fails.
+for (const [solution, expected] of [
+  ['reference', undefined],
+  ['ok-node-server', undefined],
+  ['scoped-by-client-address', /^From a second client address, 127\.3\.4\.5 \(the first request came from 127\.0\.0\.1\): .*stored first response back unchanged/],
+] as const) {
+  test(`${solution}, sandboxed, ${expected ? 'fails' : 'passes'} 02: its retry from ${SECOND_CLIENT_ADDRESS} goes through the relay's second socket`, async () => {
+    const { sandbox } = await chooseSandboxFor('auto');
+    if (!sandbox) return;
+    const ws = fixtureWorkspace(solution);
+    try {
+      const { command } = openWorkspace(ws.dir);
+      const resolved = await resolveInterpreter(command, ws.dir);
+      const [result] = await grade({ workspace: ws.dir, steps: STEPS.filter((s) => s.id === '02'), command: { ...resolved, sandbox } });
+      assert.equal(result.status, expected ? 'fail' : 'pass', result.message);
+      if (expected) assert.match(result.message, expected);
+      assert.ok(!result.warnings.some((w) => w.includes(SECOND_CLIENT_ADDRESS)), `no fallback to 127.0.0.1: ${result.warnings.join('\n')}`);
+      if (expected) {
+        const fromSecond = result.exchanges.find((e) => e.client);
+        assert.deepEqual(fromSecond?.client, { address: SECOND_CLIENT_ADDRESS }, 'the failing retry came from the second address');
+      }
     } finally {
       ws.remove();
     }

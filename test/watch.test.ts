@@ -13,6 +13,15 @@ import { Terminal, tmuxAvailable } from './terminal.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * The terminal's height for watch on step 02: its failure shows the first request with its
+ * proxy headers (request and curl lines wrap at 120 columns), and the line a test looks for
+ * above it (`Saved: server.py`) must stay on the screen.
+ */
+const WATCH_ROWS = 70;
+/** How long step 02 may take to pass, in ms: about 190 requests, 106 of them two at a time, on a machine loaded by other test lanes. */
+const PASS_02_MS = 60_000;
+
 test('Coalescer never overlaps runs and merges the triggers of a run into one follow-up run', async () => {
   let active = 0;
   let most = 0;
@@ -59,7 +68,7 @@ test('Coalescer keeps going after a run throws', async () => {
 
 test('watch in a terminal: checks the step, re-checks on save, moves on when it passes, q quits; no server left', { skip: !tmuxAvailable() && 'tmux is not installed' }, async () => {
   const ws = fixtureWorkspace('starter', {});
-  const term = new Terminal(['node', CLI, 'watch', 'replay'], { cwd: ws.dir, env: { NO_COLOR: '1' } });
+  const term = new Terminal(['node', CLI, 'watch', 'replay'], { cwd: ws.dir, env: { NO_COLOR: '1' }, rows: WATCH_ROWS });
   try {
     await term.waitFor(/Watching server\.py for step 02 replay\. c checks now · h shows a hint · q quits\./);
     let screen = term.screen();
@@ -77,7 +86,7 @@ test('watch in a terminal: checks the step, re-checks on save, moves on when it 
     fs.writeFileSync(server, serverSource('replay-as-error') + '\n# again\n');
     await sleep(20);
     fs.writeFileSync(server, serverSource('reference'));
-    screen = await term.waitFor(/Next: 03 nokey {2}Refuse a request without a key/);
+    screen = await term.waitFor(/Next: 03 nokey {2}Refuse a request without a key/, PASS_02_MS);
     assert.match(screen, /^Saved: server\.py$/m);
     assert.match(screen, /✓ 02 replay/);
     assert.match(screen, /Progress: 1 of 8 steps pass\. ■□□□□□□□/);
@@ -131,10 +140,10 @@ test('watch restarts the learner\'s running server when server.py is saved, and 
     assert.equal(start.exitCode, 0, start.stdout + start.stderr);
     const before = readState(ws.dir).pid;
     assert.ok(before);
-    term.current = new Terminal(['node', CLI, 'watch', '02'], { cwd: ws.dir, env: { NO_COLOR: '1' } });
+    term.current = new Terminal(['node', CLI, 'watch', '02'], { cwd: ws.dir, env: { NO_COLOR: '1' }, rows: WATCH_ROWS });
     await term.current.waitFor(/Watching server\.py for step 02 replay/);
     fs.writeFileSync(path.join(ws.dir, 'server.py'), serverSource('reference'));
-    const screen = await term.current.waitFor(/Next: 03 nokey/);
+    const screen = await term.current.waitFor(/Next: 03 nokey/, PASS_02_MS);
     assert.match(screen, new RegExp(`Stopped the payment server \\(pid ${before}\\)\\.\\nStarted the payment server \\(pid \\d+\\)`));
     const after = readState(ws.dir).pid;
     assert.ok(after && after !== before);
@@ -155,7 +164,7 @@ test('watch after a save that broke server.py: the restart fails, and the next s
   let term: Terminal | undefined;
   try {
     assert.equal((await runCli(['start', '--port', String(await freePort())], { cwd: ws.dir })).exitCode, 0);
-    term = new Terminal(['node', CLI, 'watch', '02'], { cwd: ws.dir, env: { NO_COLOR: '1' } });
+    term = new Terminal(['node', CLI, 'watch', '02'], { cwd: ws.dir, env: { NO_COLOR: '1' }, rows: WATCH_ROWS });
     await term.waitFor(/Watching server\.py for step 02 replay/);
     term.type('h');
     await term.waitFor(/Hint 1 of 3 for 02 replay: .*\nPress h for the next one\./);
@@ -166,7 +175,7 @@ test('watch after a save that broke server.py: the restart fails, and the next s
     assert.equal(readState(ws.dir).pid, undefined, 'the broken server is not recorded');
 
     fs.writeFileSync(path.join(ws.dir, 'server.py'), serverSource('reference'));
-    screen = await term.waitFor(/Next: 03 nokey/, 40_000);
+    screen = await term.waitFor(/Next: 03 nokey/, PASS_02_MS);
     assert.match(screen, /Started the payment server \(pid \d+\)/, 'the next save started it again');
     const { pid } = readState(ws.dir);
     assert.ok(pid && serversUnder(ws.dir).includes(pid));
@@ -186,19 +195,19 @@ test('watch N on a step that already passes keeps watching it while the learner 
   updateState(ws.dir, (s) => {
     s.steps = { '02': { status: 'pass', checkedAt: new Date().toISOString(), passedAt: new Date().toISOString() } };
   });
-  const term = new Terminal(['node', CLI, 'watch', '02'], { cwd: ws.dir, env: { NO_COLOR: '1' } });
+  const term = new Terminal(['node', CLI, 'watch', '02'], { cwd: ws.dir, env: { NO_COLOR: '1' }, rows: WATCH_ROWS });
   try {
-    let screen = await term.waitFor(/Step 02 still passes; watch stays on it while you refactor[\s\S]*Watching server\.py for step 02 replay/, 30_000);
+    let screen = await term.waitFor(/Step 02 still passes; watch stays on it while you refactor[\s\S]*Watching server\.py for step 02 replay/, PASS_02_MS);
     assert.doesNotMatch(screen, /Next: /);
     fs.appendFileSync(path.join(ws.dir, 'server.py'), '\n# refactored\n');
-    screen = await term.waitFor(/Saved: server\.py[\s\S]*✓ 02 replay[\s\S]*Step 02 still passes[\s\S]*Watching server\.py for step 02 replay/, 30_000);
+    screen = await term.waitFor(/Saved: server\.py[\s\S]*✓ 02 replay[\s\S]*Step 02 still passes[\s\S]*Watching server\.py for step 02 replay/, PASS_02_MS);
     assert.doesNotMatch(screen, /Next: /);
     // A refactor that breaks it, then the fix: the step "passes again", not "still passes".
     const reference = fs.readFileSync(path.join(ws.dir, 'server.py'), 'utf8');
     fs.writeFileSync(path.join(ws.dir, 'server.py'), serverSource('starter'));
-    screen = await term.waitFor(/Saved: server\.py[\s\S]*✗ 02 replay[\s\S]*Watching server\.py for step 02 replay/, 30_000);
+    screen = await term.waitFor(/Saved: server\.py[\s\S]*✗ 02 replay[\s\S]*Watching server\.py for step 02 replay/, PASS_02_MS);
     fs.writeFileSync(path.join(ws.dir, 'server.py'), reference);
-    screen = await term.waitFor(/Saved: server\.py[\s\S]*✓ 02 replay[\s\S]*Step 02 passes again; watch stays on it[\s\S]*Watching server\.py for step 02 replay/, 30_000);
+    screen = await term.waitFor(/Saved: server\.py[\s\S]*✓ 02 replay[\s\S]*Step 02 passes again; watch stays on it[\s\S]*Watching server\.py for step 02 replay/, PASS_02_MS);
     assert.doesNotMatch(screen, /still passes|Next: /);
     term.type('q');
     await term.waitFor(/\[exited 0\]/);

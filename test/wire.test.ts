@@ -1,9 +1,15 @@
 /**
- * How exchanges are shown to a learner: the curl line that replays one, and the progress bar.
+ * How exchanges are shown to a learner: the curl line that replays one, and the progress bar;
+ * and where a second client's requests come from (http.ts openSecondConnection).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { openSecondConnection, secondSocketPath, SECOND_CLIENT_ADDRESS } from '../grader/http.js';
 import { Chalk } from 'chalk';
 import { curlCommand, formatExchange, formatRequestLine, shellQuote } from '../grader/wire.js';
 import { parsePaste } from '../grader/paste.js';
@@ -90,6 +96,65 @@ test('a transcript speaks the language of the learner (no key, empty key, a cut 
     assert.deepEqual(keyless.responses.map((r) => r.key), [null, '']);
   } finally {
     setLanguage('en');
+  }
+});
+
+test("a request sent with proxy headers from the second client address shows both, in its line and its curl line (which binds the address); a fallback says why", () => {
+  const elsewhere = pay({ headers: { 'X-Forwarded-For': '198.51.100.23', Forwarded: 'for=198.51.100.23' }, client: { address: '127.3.4.5' } });
+  assert.equal(formatRequestLine(elsewhere), 'POST /pay  Idempotency-Key: k1  X-Forwarded-For: 198.51.100.23  Forwarded: for=198.51.100.23  (from 127.3.4.5)  {"user":"u1","amount":1000}');
+  assert.deepEqual(wordsInShell(curlCommand(elsewhere, 8000)), [
+    '-sS', '-i', '-X', 'POST', '--interface', '127.3.4.5', 'http://127.0.0.1:8000/pay',
+    '-H', 'Content-Type: application/json', '-H', 'Idempotency-Key: k1', '-H', 'X-Forwarded-For: 198.51.100.23', '-H', 'Forwarded: for=198.51.100.23',
+    '--data', '{"user":"u1","amount":1000}',
+  ]);
+  const fellBack = pay({ client: { address: '127.0.0.1', fallback: '127.3.4.5 could not be bound here (EADDRNOTAVAIL)' } });
+  assert.match(formatRequestLine(fellBack), /\(from 127\.0\.0\.1: 127\.3\.4\.5 could not be bound here \(EADDRNOTAVAIL\)\)/);
+  assert.doesNotMatch(curlCommand(fellBack), /--interface/);
+  assert.deepEqual(parsePaste(formatExchange(elsewhere).join('\n')).responses.map((r) => r.key), ['k1'], 'reads back as the same key');
+});
+
+test('a second client connects from 127.3.4.5: bound unsandboxed, through the relay\'s second socket, or through its first with the reason when there is none', async () => {
+  const peers: string[] = [];
+  const tcp = net.createServer((c) => {
+    peers.push(c.remoteAddress ?? '');
+    c.end();
+  });
+  await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
+  const port = (tcp.address() as net.AddressInfo).port;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'second-'));
+  const servers: net.Server[] = [];
+  /** A Unix socket server at `file` that answers every connection with `name`, once it listens. */
+  const unix = (file: string, name: string) =>
+    new Promise<void>((resolve) => {
+      const server = net.createServer((c) => c.end(name));
+      servers.push(server);
+      server.listen(file, resolve);
+    });
+  const relay = path.join(dir, 'A-1.sock');
+  try {
+    const bound = await openSecondConnection({ port }, 2000);
+    bound.socket.destroy();
+    assert.deepEqual(bound.client, { address: SECOND_CLIENT_ADDRESS });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.deepEqual(peers, [SECOND_CLIENT_ADDRESS], 'the server saw the second address');
+    const read = async (opened: { socket: net.Socket }) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of opened.socket) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks).toString();
+    };
+    await unix(relay, 'first');
+    const none = await openSecondConnection({ port, socketPath: relay }, 2000);
+    assert.equal(none.client.address, '127.0.0.1');
+    assert.match(none.client.fallback ?? '', /relay could not bind 127\.3\.4\.5/);
+    assert.equal(await read(none), 'first');
+    await unix(secondSocketPath(relay), 'second');
+    const second = await openSecondConnection({ port, socketPath: relay }, 2000);
+    assert.deepEqual(second.client, { address: SECOND_CLIENT_ADDRESS });
+    assert.equal(await read(second), 'second');
+  } finally {
+    tcp.close();
+    for (const s of servers) s.close();
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 

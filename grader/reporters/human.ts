@@ -29,13 +29,13 @@ const SERVER_OUTPUT_LINES = 30;
 
 /**
  * Exchanges with the repeats folded: within a run of consecutive exchanges sending the same
- * request (server, method, path, key, body), the ones that also came back the same
+ * request (server, method, path, key, body, other headers, client address), the ones that also came back the same
  * (status, Idempotency-Replayed, body, error) are shown once, at the first, with how many
  * there were. Ten simultaneous requests answered nine times alike read as one line and `×9`.
  * @returns the exchanges to show, in order, each with its count (1 when unrepeated)
  */
 export function groupExchanges(exchanges: readonly Exchange[]): { exchange: Exchange; count: number }[] {
-  const request = (e: Exchange) => JSON.stringify([e.server, e.method, e.path, e.key ?? null, e.requestBody]);
+  const request = (e: Exchange) => JSON.stringify([e.server, e.method, e.path, e.key ?? null, e.requestBody, e.headers ?? null, e.client ?? null]);
   const answer = (e: Exchange) => JSON.stringify([e.status ?? null, e.replayed ?? null, e.responseBody ?? null, e.error ?? null]);
   const out: { exchange: Exchange; count: number }[] = [];
   let block: { request: string; groups: Map<string, { exchange: Exchange; count: number }> } | undefined;

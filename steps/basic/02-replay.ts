@@ -1,9 +1,11 @@
-import { CheckFailed } from '../../grader/failure.js';
+import { CheckFailed, inPart } from '../../grader/failure.js';
+import { SECOND_CLIENT_ADDRESS } from '../../grader/http.js';
 import { expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
+import type { ServerInstance } from '../../grader/server.js';
 import type { Step } from '../../grader/track.js';
 
 /**
@@ -42,12 +44,33 @@ function distinctKeys(ctx: LiveContext): string[][] {
 }
 
 /**
- * Payments with keys of their own made after the first payment and before its last
- * retry, a quarter with each wave of distinct keys (at most 13 requests at once, as in a
- * race round with its other payments): with the distinct keys, more than a server keeps
- * that holds only the newest few dozen keys.
+ * Payments with keys of their own made after the waves of distinct keys and before the
+ * first key's last retry, two at a time (at most two requests at once: a correct server
+ * that lines its payments up behind one lock answers them within the request bound on a
+ * loaded machine). With the distinct keys and the two other payments, 132 keys newer than
+ * the first one: more than a server keeps that holds only the newest 100 records (records
+ * are deleted by age, never by count: server contract).
  */
-export const LATER_PAYMENTS = 16;
+export const LATER_PAYMENTS = 106;
+
+/** How many of the later payments are sent at once. */
+const LATER_AT_ONCE = 2;
+
+/**
+ * The proxy headers a retry may carry other values of than its first request (a load
+ * balancer or proxy on another path adds its own): the first request sends each with
+ * FIRST_HOP, then one retry per header sends that one with OTHER_HOP (the others as the
+ * first had them). Addresses of the documentation ranges (RFC 5737).
+ */
+const FIRST_HOP = '203.0.113.7';
+const OTHER_HOP = '198.51.100.23';
+const PROXY_HEADERS: ReadonlyArray<{ name: string; value: (address: string) => string }> = [
+  { name: 'X-Forwarded-For', value: (a) => a },
+  { name: 'X-Real-IP', value: (a) => a },
+  { name: 'Forwarded', value: (a) => `for=${a}` },
+];
+/** The proxy headers of the first request, every one from FIRST_HOP. */
+const firstHeaders = (): Record<string, string> => Object.fromEntries(PROXY_HEADERS.map((h) => [h.name, h.value(FIRST_HOP)]));
 
 /**
  * A first response is not a replay: Idempotency-Replayed (or Stripe's Idempotent-Replayed)
@@ -153,11 +176,57 @@ async function uuidShapedKeys(ctx: LiveContext, server: ServerInstance): Promise
 // ---- end of UUID-shaped keys. ----
 
 /**
+ * expectReplay(first, retry, why) as a part of the step named `part` (inPart: the failure
+ * starts with it); a retry answered with another payment fails with `why` too (expectReplay
+ * gives that failure a reason of its own), which says what made this retry different.
+ * @throws CheckFailed as expectReplay, its message after `part`
+ */
+async function replayIn(part: string, first: Exchange, retry: Exchange, why: string): Promise<void> {
+  await inPart(part, async () => {
+    try {
+      expectReplay(first, retry, why);
+    } catch (err) {
+      if (err instanceof CheckFailed && err.message === t('check.replayBody')) throw new CheckFailed(err.message, why, err.evidence);
+      throw err;
+    }
+  });
+}
+
+/**
+ * Retries `key` with `body` (the first request's) as it might come from elsewhere: once
+ * from a second client address (127.3.4.5: through the sandbox relay's second socket, or
+ * bound unsandboxed), then once per proxy header with that header's value changed
+ * (X-Forwarded-For, X-Real-IP, Forwarded: for=), each of which must replay `first`. Where
+ * the second address could not be used, the retry came from 127.0.0.1: a warning says so.
+ * @returns the retries' exchanges, in the order sent
+ * @throws CheckFailed naming the address or header of the first retry that was not a replay
+ */
+async function retryFromElsewhere(ctx: LiveContext, server: ServerInstance, first: Exchange, key: string, body: unknown): Promise<Exchange[]> {
+  const why = t('step.02.retry.elsewhere.why');
+  const fromSecond = await ctx.pay(server, { key, body, headers: firstHeaders(), client: 'second' });
+  const fallback = fromSecond.client?.fallback;
+  if (fallback !== undefined) ctx.warn(t('step.02.noSecondClient', { address: SECOND_CLIENT_ADDRESS, why: fallback }));
+  const part = fallback === undefined ? t('step.02.part.client', { address: SECOND_CLIENT_ADDRESS }) : t('step.02.part.clientFallback', { address: SECOND_CLIENT_ADDRESS, why: fallback });
+  await replayIn(part, first, fromSecond, why);
+  const sent = [fromSecond];
+  for (const header of PROXY_HEADERS) {
+    const headers = { ...firstHeaders(), [header.name]: header.value(OTHER_HOP) };
+    const exchange = await ctx.pay(server, { key, body, headers });
+    sent.push(exchange);
+    await replayIn(t('step.02.part.header', { header: `${header.name}: ${header.value(OTHER_HOP)}`, first: header.value(FIRST_HOP) }), first, exchange, why);
+  }
+  return sent;
+}
+
+/**
  * Step 02: the same Idempotency-Key and body sent again, twice, with another payment of
  * the same user in between: every retry 201 and equal to the first response in every
  * field, one ledger row, one charge. A new key with the same body is a second payment,
  * and keys are opaque: keys that differ only in case, length or punctuation are each a
  * payment of their own, each replayed (lab sheet, step 2; IETF Idempotency-Key draft).
+ * A record is the key's whoever sends the retry: one from a second client address, and
+ * ones with other X-Forwarded-For, X-Real-IP or Forwarded values, replay too; so does the
+ * first key's retry after 132 newer keys (records are deleted by age, never by count).
  * A retry of the same fields in another order or spacing should replay too: a 422 there
  * is a warning (the fingerprint should be of the parsed body), a second charge a failure.
  */
@@ -169,28 +238,30 @@ export const step: Step = {
   },
   async live(ctx) {
     const WHY = t('step.02.retry.why');
-    // Served early in the queue of starts: about 80 requests follow, a second of work.
+    // Served early in the queue of starts: about 190 requests follow, a few seconds of work.
     const server = await ctx.startServer({ priority: 1000 });
     const key = ctx.freshKey();
     const body = ctx.data.payment();
-    const first = await ctx.pay(server, { key, body });
+    const first = await ctx.pay(server, { key, body, headers: firstHeaders() });
     expectStatus(first, 201, t('check.first201'), t('step.02.first201.why'));
     paymentOf(first);
     notReplayed(first);
     const other = await ctx.pay(server, { key: ctx.freshKey(), body: { user: body.user, amount: ctx.data.amount() } });
     expectStatus(other, 201, t('step.02.other'), t('step.02.other.why'));
     notReplayed(other);
-    const retry = await ctx.pay(server, { key, body });
+    const retry = await ctx.pay(server, { key, body, headers: firstHeaders() });
     expectReplay(first, retry, t('step.02.retry.thisKey', { why: WHY }));
+    // The same retry from a second client address, then with each proxy header changed:
+    // a record is the key's (and its user's), whoever sent the request and through whichever proxy.
+    const fromElsewhere = await retryFromElsewhere(ctx, server, first, key, body);
     const again = await ctx.pay(server, { key, body });
     expectReplay(first, again, t('step.02.retry.every', { why: WHY }));
-    expectRows(ctx, key, 1, [first, other, retry, again], t('step.02.rows.why'));
+    expectRows(ctx, key, 1, [first, other, retry, ...fromElsewhere, again], t('step.02.rows.why'));
 
     // Keys are opaque: each of these is a payment of its own, and each replays its own.
     // The keys a careless server takes for one are sent one after another, the groups at
     // once (wave i: the i-th key of every group); with the first wave, the same body as the
-    // first payment under a new key (a new payment, not a replay); with every wave,
-    // payments of new keys of their own, so that many keys come after the first one.
+    // first payment under a new key (a new payment, not a replay).
     const shared = ctx.data.payment();
     const groups = distinctKeys(ctx);
     const firsts: Exchange[] = [];
@@ -199,8 +270,7 @@ export const step: Step = {
       const keys = groups.map((g) => g[wave]).filter((k): k is string => k !== undefined);
       const distinct = Promise.all(keys.map((k) => ctx.pay(server, { key: k, body: shared })));
       const second = wave === 0 ? ctx.pay(server, { key: ctx.freshKey(), body }) : undefined;
-      const later = Promise.all(Array.from({ length: LATER_PAYMENTS / waves }, () => ctx.pay(server, { key: ctx.freshKey(), body: ctx.data.payment() })));
-      const [answers, secondAnswer, laterAnswers] = await Promise.all([distinct, second, later]);
+      const [answers, secondAnswer] = await Promise.all([distinct, second]);
       if (secondAnswer) {
         expectStatus(secondAnswer, 201, t('step.02.second'), t('step.02.second.why'));
         if (paymentId(secondAnswer) === paymentId(first)) {
@@ -220,14 +290,22 @@ export const step: Step = {
         }
       });
       firsts.push(...answers);
-      const refused = laterAnswers.find((e) => e.status !== 201);
-      if (refused) expectStatus(refused, 201, t('step.02.later', { count: laterAnswers.length }), t('step.02.later.why'));
+    }
+    // Then payments with keys of their own, two at a time, so that more keys than a server
+    // that keeps only its newest hundred records holds come after the first one.
+    for (let sent = 0; sent < LATER_PAYMENTS; sent += LATER_AT_ONCE) {
+      const pair = Array.from({ length: Math.min(LATER_AT_ONCE, LATER_PAYMENTS - sent) }, () => ctx.pay(server, { key: ctx.freshKey(), body: ctx.data.payment() }));
+      const answers = await Promise.all(pair);
+      const refused = answers.findIndex((e) => e.status !== 201);
+      if (refused >= 0) expectStatus(answers[refused], 201, t('step.02.later', { n: sent + refused + 1, count: LATER_PAYMENTS }), t('step.02.later.why'));
     }
     // Each key once more, and the first key, after all of them: a server that keeps only
-    // its newest keys has forgotten it by then.
+    // its newest keys has forgotten it by then. The first key is judged first: it has the
+    // most keys after it.
+    const newer = LATER_PAYMENTS + firsts.length + 2;
     const [retries, last] = await Promise.all([Promise.all(firsts.map((e) => ctx.pay(server, { key: e.key, body: shared }))), ctx.pay(server, { key, body })]);
+    await replayIn(t('step.02.part.late', { count: newer }), first, last, t('step.02.retry.late', { why: WHY }));
     retries.forEach((r, i) => expectReplay(firsts[i], r, t('step.02.distinctReplay', { key: JSON.stringify(firsts[i].key) })));
-    expectReplay(first, last, t('step.02.retry.late', { count: LATER_PAYMENTS + firsts.length + 2, why: WHY }));
 
     // The same fields in another order and spacing are the same request.
     const reordered = await ctx.pay(server, { key, body: `{ "amount": ${body.amount},  "user": ${JSON.stringify(body.user)} }` });
@@ -238,7 +316,7 @@ export const step: Step = {
     }
     // UUID-shaped keys written several ways (a phase of its own: uuidShapedKeys).
     const uuidKeys = await uuidShapedKeys(ctx, server);
-    return t('step.02.pass', { key: JSON.stringify(key), keys: firsts.length + uuidKeys });
+    return t('step.02.pass', { key: JSON.stringify(key), keys: firsts.length + uuidKeys, newer });
   },
   get hints() {
     return [t('step.02.hint.1'), t('step.02.hint.2'), t('step.02.hint.3')];
