@@ -5,7 +5,6 @@ import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
-import type { ServerInstance } from '../../grader/server.js';
 import type { Step } from '../../grader/track.js';
 
 /**
