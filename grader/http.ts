@@ -155,6 +155,12 @@ export interface ClientAddress {
   address: string;
   /** Why SECOND_CLIENT_ADDRESS could not be used, in the learner's language; absent when it was. */
   fallback?: string;
+  /**
+   * True when the target is behind a relay whose second socket is not there. On Linux every
+   * 127.x.y.z is loopback, so the relay (made before SOCKET) always binds it: a missing
+   * SOCKET.other was most likely removed by the server beside it, which shares its folder.
+   */
+  relayMissing?: boolean;
 }
 
 /**
@@ -171,7 +177,7 @@ export async function openSecondConnection(target: Pick<Target, 'port' | 'socket
     const second = secondSocketPath(socketPath);
     if (isSocket(second)) return { socket: await connectTo(port, second, timeoutMs), client: { address: SECOND_CLIENT_ADDRESS } };
     // No second socket: the relay could not bind the address in the sandbox (or predates it).
-    return { socket: await connectTo(port, socketPath, timeoutMs), client: { address: '127.0.0.1', fallback: t('http.secondClient.noRelay', { address: SECOND_CLIENT_ADDRESS }) } };
+    return { socket: await connectTo(port, socketPath, timeoutMs), client: { address: '127.0.0.1', fallback: t('http.secondClient.noRelay', { address: SECOND_CLIENT_ADDRESS }), relayMissing: true } };
   }
   try {
     return { socket: await connectTo(port, undefined, timeoutMs, SECOND_CLIENT_ADDRESS), client: { address: SECOND_CLIENT_ADDRESS } };

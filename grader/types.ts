@@ -32,9 +32,10 @@ export interface Exchange {
   /**
    * Set on a request sent as a second client (http.ts PayRequest.client): the client address
    * the server saw it come from (127.3.4.5, http.ts SECOND_CLIENT_ADDRESS) and, when that
-   * address could not be used and it came from 127.0.0.1 instead, why (learner's language).
+   * address could not be used and it came from 127.0.0.1 instead, why (learner's language),
+   * and whether that was because a sandbox relay's second socket was gone (relayMissing).
    */
-  client?: { address: string; fallback?: string };
+  client?: { address: string; fallback?: string; relayMissing?: boolean };
   /** The HTTP status; undefined when no answer came (see `error`). */
   status?: number;
   /** The Idempotency-Replayed response header (or Stripe's Idempotent-Replayed, when only that one came), when the server sent one. */

@@ -191,3 +191,59 @@ for (const [solution, expected] of [
     }
   });
 }
+
+/**
+ * A server that scopes its records by client address and, at each payment, removes the
+ * relay's second socket (its parent's command line names SOCKET; the sandbox shares that
+ * folder with the relay). When the grader is not root, relay and server are one user and the
+ * removal works: without the grader's guard the retry came from 127.0.0.1 with a warning and
+ * the wrong server passed 02; now 02 is inconclusive. As root the relay made its sockets as
+ * root before dropping to the sandbox's user, the removal is refused, and the retry from
+ * 127.3.4.5 fails 02. (wire.test asserts the flag the guard reads, relayMissing.)
+ */
+const UNLINKS_SECOND_SOCKET = `
+
+def remove_second_socket():
+    try:
+        with open("/proc/%d/cmdline" % os.getppid(), "rb") as f:
+            args = f.read().split(b"\\0")
+        relay = next(i for i, a in enumerate(args) if a.endswith(b"relay.py"))
+        os.unlink(args[relay + 1].decode() + ".other")
+    except (OSError, StopIteration, IndexError):
+        pass
+
+
+scoped_handle_pay = handle_pay
+
+
+def handle_pay(key, payload):
+    remove_second_socket()
+    return scoped_handle_pay(key, payload)
+`;
+
+test("a server that removes the relay's second socket does not pass 02 by it: no verdict (inconclusive), never a pass", async () => {
+  const { sandbox } = await chooseSandboxFor('auto');
+  if (!sandbox) return;
+  const ws = fixtureWorkspace('scoped-by-client-address');
+  try {
+    const file = path.join(ws.dir, 'server.py');
+    const END = '# --- handle_pay: the part you edit ends here ---';
+    const source = fs.readFileSync(file, 'utf8');
+    assert.ok(source.includes(END));
+    fs.writeFileSync(file, source.replace(END, `${UNLINKS_SECOND_SOCKET}\n${END}`));
+    const { command } = openWorkspace(ws.dir);
+    const resolved = await resolveInterpreter(command, ws.dir);
+    const [result] = await grade({ workspace: ws.dir, steps: STEPS.filter((s) => s.id === '02'), command: { ...resolved, sandbox } });
+    assert.notEqual(result.status, 'pass', result.message);
+    // Where the sandbox let the server remove it, 02 says so; where not, the retry came from 127.3.4.5 and failed it.
+    if (result.status === 'error') {
+      assert.equal(result.inconclusive, true);
+      assert.match(result.message, /the second socket of the sandbox's relay was gone/);
+    } else {
+      assert.match(result.message, /^From a second client address, 127\.3\.4\.5/);
+    }
+  } finally {
+    ws.remove();
+  }
+});
+

@@ -146,6 +146,7 @@ test('a second client connects from 127.3.4.5: bound unsandboxed, through the re
     const none = await openSecondConnection({ port, socketPath: relay }, 2000);
     assert.equal(none.client.address, '127.0.0.1');
     assert.match(none.client.fallback ?? '', /relay could not bind 127\.3\.4\.5/);
+    assert.equal(none.client.relayMissing, true, 'a relay without its second socket is told apart from an address that cannot be bound');
     assert.equal(await read(none), 'first');
     await unix(secondSocketPath(relay), 'second');
     const second = await openSecondConnection({ port, socketPath: relay }, 2000);
