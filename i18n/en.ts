@@ -685,7 +685,7 @@ export const en = {
   'step.02.part.clientFallback': 'From 127.0.0.1 again, not {address} ({why}):',
   'step.02.part.header': 'With {header} (the first request sent {first}):',
   'step.02.part.late': 'After {count} payments with newer keys:',
-  'step.02.retry.elsewhere.why': 'A retry may come from another address: the client\'s network changed, or it went through another load balancer or proxy, which adds its own X-Forwarded-For, X-Real-IP or Forwarded header. The record belongs to the key (and its user), never to whoever sent the request.',
+  'step.02.retry.elsewhere.why': 'A retry may come from another address: the client\'s network changed, or it went through another load balancer or proxy, which adds its own X-Forwarded-For, X-Real-IP or Forwarded header, or from the client\'s other app, with another User-Agent. The record belongs to the key (and its user), never to whoever sent the request.',
   'step.02.noSecondSocket': 'inconclusive: the retry meant to come from a second client address ({address}) could not be sent: the second socket of the sandbox\'s relay was gone, though the relay always makes it. A server must leave the files of the folder it shares with the relay alone; run the check again',
   'step.02.noSecondClient': 'The retry meant to come from a second client address ({address}) came from 127.0.0.1: {why}. A server that keeps its records per client address could not be caught on this machine.',
   'step.05.neverOverlapped': '{count} payments with keys of their own, sent at once to a provider that takes {charge} ms, waited for each other: in {tries} tries their charges never overlapped, each ended at least {gap} ms after the one before, about a whole charge time. A lock or a transaction is held across charge().',

@@ -667,7 +667,7 @@ export const ko: Record<MessageKey, string> = {
   'step.02.part.clientFallback': '{address} 주소가 아니라 다시 127.0.0.1에서 보낸 재시도({why}):',
   'step.02.part.header': '{header} 헤더를 단 재시도(첫 요청은 {first} 값을 보냈습니다):',
   'step.02.part.late': '더 새로운 키의 결제 {count}건 뒤에:',
-  'step.02.retry.elsewhere.why': '재시도는 다른 주소에서 올 수 있습니다. 클라이언트의 네트워크가 바뀌었을 수도 있고, 자기 X-Forwarded-For, X-Real-IP, Forwarded 헤더를 붙이는 다른 로드 밸런서나 프록시를 거쳤을 수도 있습니다. 기록은 요청을 보낸 쪽이 아니라 키(와 그 사용자)에 딸린 것입니다.',
+  'step.02.retry.elsewhere.why': '재시도는 다른 주소에서 올 수 있습니다. 클라이언트의 네트워크가 바뀌었을 수도 있고, 자기 X-Forwarded-For, X-Real-IP, Forwarded 헤더를 붙이는 다른 로드 밸런서나 프록시를 거쳤을 수도 있으며, User-Agent가 다른 클라이언트의 다른 앱에서 올 수도 있습니다. 기록은 요청을 보낸 쪽이 아니라 키(와 그 사용자)에 딸린 것입니다.',
   'step.02.noSecondSocket': '판정 불가: 두 번째 클라이언트 주소({address})에서 보내려던 재시도를 보낼 수 없었습니다. 중계기가 늘 만드는 샌드박스 중계기의 두 번째 소켓이 사라졌습니다. 서버는 중계기와 함께 쓰는 폴더의 파일을 건드리면 안 됩니다. 검사를 다시 실행하세요',
   'step.02.noSecondClient': '두 번째 클라이언트 주소({address})에서 보내려던 재시도가 127.0.0.1에서 나갔습니다: {why}. 클라이언트 주소마다 기록을 따로 두는 서버는 이 컴퓨터에서 잡아낼 수 없었습니다.',
   'step.05.neverOverlapped': '서로 다른 키의 결제 {count}건을 {charge} ms 걸리는 결제사에 한꺼번에 보냈는데 서로를 기다렸습니다. {tries}번 시도하는 동안 결제가 한 번도 겹치지 않았고, 매번 앞의 결제가 끝나고 적어도 {gap} ms 뒤에, 곧 결제 한 번의 시간만큼 뒤에 끝났습니다. charge() 호출 동안 잠금이나 트랜잭션을 쥐고 있습니다.',

@@ -667,7 +667,7 @@ export const zh: Record<MessageKey, string> = {
   'step.02.part.clientFallback': '仍从 127.0.0.1 而不是 {address} 发出的重试（{why}）：',
   'step.02.part.header': '带 {header} 的重试（第一个请求发送的是 {first}）：',
   'step.02.part.late': '在 {count} 笔使用更新键的支付之后：',
-  'step.02.retry.elsewhere.why': '重试可能来自另一个地址：客户端的网络变了，或者请求经过了另一台负载均衡器或代理，它们会加上自己的 X-Forwarded-For、X-Real-IP 或 Forwarded 头。记录属于键（及其用户），与请求是谁发来的无关。',
+  'step.02.retry.elsewhere.why': '重试可能来自另一个地址：客户端的网络变了，或者请求经过了另一台负载均衡器或代理，它们会加上自己的 X-Forwarded-For、X-Real-IP 或 Forwarded 头；也可能来自客户端的另一个应用，User-Agent 不同。记录属于键（及其用户），与请求是谁发来的无关。',
   'step.02.noSecondSocket': '无法判定：本应从第二个客户端地址（{address}）发出的重试发不出去：沙箱中继总会建立的第二个套接字不见了。服务器不得改动它与中继共用的文件夹里的文件；请重新运行检查',
   'step.02.noSecondClient': '本应从第二个客户端地址（{address}）发出的重试却来自 127.0.0.1：{why}。在这台机器上无法查出按客户端地址分开保存记录的服务器。',
   'step.05.neverOverlapped': '{count} 笔键各不相同的支付同时发给一个每次扣款耗时 {charge} ms 的支付服务商，却互相等待：{tries} 次尝试中扣款从未重叠，每一笔都在前一笔结束至少 {gap} ms 之后才结束，差不多整整一次扣款的时间。调用 charge() 期间持有锁或事务。',

@@ -57,20 +57,23 @@ export const LATER_PAYMENTS = 106;
 const LATER_AT_ONCE = 2;
 
 /**
- * The proxy headers a retry may carry other values of than its first request (a load
- * balancer or proxy on another path adds its own): the first request sends each with
- * FIRST_HOP, then one retry per header sends that one with OTHER_HOP (the others as the
- * first had them). Addresses of the documentation ranges (RFC 5737).
+ * The client headers a retry may carry other values of than its first request: the proxy
+ * headers a load balancer or proxy on another path adds (X-Forwarded-For, X-Real-IP,
+ * Forwarded), and User-Agent (a client retries from its other app, or its HTTP library was
+ * updated in between). The first request sends each with its `first` value, then one retry
+ * per header sends that one with its `other` value (the others as the first had them).
+ * Addresses of the documentation ranges (RFC 5737).
  */
 const FIRST_HOP = '203.0.113.7';
 const OTHER_HOP = '198.51.100.23';
-const PROXY_HEADERS: ReadonlyArray<{ name: string; value: (address: string) => string }> = [
-  { name: 'X-Forwarded-For', value: (a) => a },
-  { name: 'X-Real-IP', value: (a) => a },
-  { name: 'Forwarded', value: (a) => `for=${a}` },
+const CLIENT_HEADERS: ReadonlyArray<{ name: string; first: string; other: string }> = [
+  { name: 'X-Forwarded-For', first: FIRST_HOP, other: OTHER_HOP },
+  { name: 'X-Real-IP', first: FIRST_HOP, other: OTHER_HOP },
+  { name: 'Forwarded', first: `for=${FIRST_HOP}`, other: `for=${OTHER_HOP}` },
+  { name: 'User-Agent', first: 'checkout-web/3.2', other: 'checkout-android/5.1 okhttp/4.12' },
 ];
-/** The proxy headers of the first request, every one from FIRST_HOP. */
-const firstHeaders = (): Record<string, string> => Object.fromEntries(PROXY_HEADERS.map((h) => [h.name, h.value(FIRST_HOP)]));
+/** The client headers of the first request, each with its first value. */
+const firstHeaders = (): Record<string, string> => Object.fromEntries(CLIENT_HEADERS.map((h) => [h.name, h.first]));
 
 /**
  * A first response is not a replay: Idempotency-Replayed (or Stripe's Idempotent-Replayed)
@@ -195,8 +198,8 @@ async function replayIn(part: string, first: Exchange, retry: Exchange, why: str
 /**
  * Retries `key` with `body` (the first request's) as it might come from elsewhere: once
  * from a second client address (127.3.4.5: through the sandbox relay's second socket, or
- * bound unsandboxed), then once per proxy header with that header's value changed
- * (X-Forwarded-For, X-Real-IP, Forwarded: for=), each of which must replay `first`. Where
+ * bound unsandboxed), then once per client header with that header's value changed
+ * (X-Forwarded-For, X-Real-IP, Forwarded: for=, User-Agent), each of which must replay `first`. Where
  * the second address could not be bound (unsandboxed), the retry came from 127.0.0.1: a
  * warning says so.
  * @returns the retries' exchanges, in the order sent
@@ -214,11 +217,11 @@ async function retryFromElsewhere(ctx: LiveContext, server: ServerInstance, firs
   const part = fallback === undefined ? t('step.02.part.client', { address: SECOND_CLIENT_ADDRESS }) : t('step.02.part.clientFallback', { address: SECOND_CLIENT_ADDRESS, why: fallback });
   await replayIn(part, first, fromSecond, why);
   const sent = [fromSecond];
-  for (const header of PROXY_HEADERS) {
-    const headers = { ...firstHeaders(), [header.name]: header.value(OTHER_HOP) };
+  for (const header of CLIENT_HEADERS) {
+    const headers = { ...firstHeaders(), [header.name]: header.other };
     const exchange = await ctx.pay(server, { key, body, headers });
     sent.push(exchange);
-    await replayIn(t('step.02.part.header', { header: `${header.name}: ${header.value(OTHER_HOP)}`, first: header.value(FIRST_HOP) }), first, exchange, why);
+    await replayIn(t('step.02.part.header', { header: `${header.name}: ${header.other}`, first: header.first }), first, exchange, why);
   }
   return sent;
 }
@@ -256,7 +259,7 @@ export const step: Step = {
     notReplayed(other);
     const retry = await ctx.pay(server, { key, body, headers: firstHeaders() });
     expectReplay(first, retry, t('step.02.retry.thisKey', { why: WHY }));
-    // The same retry from a second client address, then with each proxy header changed:
+    // The same retry from a second client address, then with each client header changed:
     // a record is the key's (and its user's), whoever sent the request and through whichever proxy.
     const fromElsewhere = await retryFromElsewhere(ctx, server, first, key, body);
     const again = await ctx.pay(server, { key, body });

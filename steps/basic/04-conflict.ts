@@ -89,12 +89,14 @@ export const step: Step = {
     expectCharges(ctx, otherBody, 0, [first, other], t('step.04.conflictCharged.why'));
     // Other users under the same key: refused (keys global), or each that user's own new
     // payment (keys scoped per user); never the first user's payment. The first user's
-    // name in capitals, and a name that joined to its amount reads like the first's
+    // name in capitals, with a space after it (a fingerprint covers the user exactly as
+    // sent: no trimming), and a name that joined to its amount reads like the first's
     // (a fingerprint of user + amount without a separator), are other users too.
     const digits = String(body.amount);
     const otherUsers = [
       { user: ctx.data.user(), amount: body.amount },
       { user: body.user.toUpperCase(), amount: body.amount },
+      { user: `${body.user} `, amount: body.amount },
       { user: body.user + digits[0], amount: Number(digits.slice(1)) },
     ];
     const exchanges = [first, other];
