@@ -318,6 +318,18 @@ export async function sendOn(
 }
 
 /**
+ * The exchange of a request whose connection could not be opened: what was to be sent (key,
+ * headers, the second client's address), no answer, and the connection's error.
+ */
+function unconnected(target: Target, method: Exchange['method'], path: string, req: PayRequest | undefined, err: unknown): Exchange {
+  const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody: req ? bodyText(req.body) : '', ms: 0, error: (err as Error).message, errorCode: err instanceof ConnectError ? err.code : 'failed' };
+  if (req?.key !== undefined) exchange.key = req.key;
+  if (req?.headers) exchange.headers = { ...req.headers };
+  if (req?.client === 'second') exchange.client = { address: SECOND_CLIENT_ADDRESS };
+  return exchange;
+}
+
+/**
  * Sends one request to a server and returns the exchange; never throws.
  * A refused or slow connection is reported in `exchange.error`.
  */
@@ -334,11 +346,7 @@ export async function send(
     if (req?.client === 'second') ({ socket, client } = await openSecondConnection(target, timeouts.connectMs));
     else socket = await openConnection(target, timeouts.connectMs);
   } catch (err) {
-    const exchange: Exchange = { server: target.label, port: target.port, method, path, requestBody: req ? bodyText(req.body) : '', ms: 0, error: (err as Error).message, errorCode: err instanceof ConnectError ? err.code : 'failed' };
-    if (req?.key !== undefined) exchange.key = req.key;
-    if (req?.headers) exchange.headers = { ...req.headers };
-    if (req?.client === 'second') exchange.client = { address: SECOND_CLIENT_ADDRESS };
-    return exchange;
+    return unconnected(target, method, path, req, err);
   }
   const exchange = await sendOn(socket, target, method, path, req, timeouts);
   if (client) exchange.client = client;
@@ -384,11 +392,7 @@ export async function sendSimultaneously(
           return exchange;
         });
       }
-      const exchange: Exchange = { server: target.label, port: target.port, method: 'POST', path: '/pay', requestBody: bodyText(req.body), ms: 0, error: (conn.reason as Error).message, errorCode: conn.reason instanceof ConnectError ? conn.reason.code : 'failed' };
-      if (req.key !== undefined) exchange.key = req.key;
-      if (req.headers) exchange.headers = { ...req.headers };
-      if (req.client === 'second') exchange.client = { address: SECOND_CLIENT_ADDRESS };
-      return Promise.resolve(exchange);
+      return Promise.resolve(unconnected(target, 'POST', '/pay', req, conn.reason));
     }),
   );
 }

@@ -64,13 +64,19 @@ function bindable(address: string): Promise<boolean> {
 
 // The second client's socket first: the grader takes SOCKET's presence for both. Without it
 // the grader sends the second client's requests through SOCKET, and says so.
-void bindable(SECOND_CLIENT).then((ok) => {
-  if (ok) {
-    const other = relayFrom(SECOND_CLIENT);
-    other.on('error', () => undefined);
-    other.listen(`${socketPath}.other`);
-  }
-  const relay = relayFrom();
-  relay.on('error', (err) => process.stderr.write(`relay: ${err.message}\n`));
-  relay.listen(socketPath);
-});
+// SOCKET is listened on once SOCKET.other listens (or could not), as relay.py does.
+void bindable(SECOND_CLIENT)
+  .then(
+    (ok) =>
+      new Promise<void>((done) => {
+        if (!ok) return done();
+        const other = relayFrom(SECOND_CLIENT);
+        other.once('error', () => done());
+        other.listen(`${socketPath}.other`, () => done());
+      }),
+  )
+  .then(() => {
+    const relay = relayFrom();
+    relay.on('error', (err) => process.stderr.write(`relay: ${err.message}\n`));
+    relay.listen(socketPath);
+  });

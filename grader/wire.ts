@@ -61,11 +61,13 @@ export function curlCommand(exchange: Exchange, port = exchange.port, maxBody = 
   // A second client's request leaves from its address (curl binds it: --interface takes an address too).
   if (exchange.client && exchange.client.fallback === undefined) args.push('--interface', exchange.client.address);
   args.push(`http://127.0.0.1:${port}${exchange.path}`);
-  for (const [name, value] of exchange.method === 'POST' ? [] : Object.entries(exchange.headers ?? {})) args.push('-H', `${name}: ${value}`);
+  // The other headers sent, after the key on a POST (as formatRequestLine shows them).
+  const headers = Object.entries(exchange.headers ?? {}).flatMap(([name, value]) => ['-H', `${name}: ${value}`]);
+  if (exchange.method !== 'POST') args.push(...headers);
   if (exchange.method === 'POST') {
     args.push('-H', 'Content-Type: application/json');
     if (exchange.key !== undefined) args.push('-H', exchange.key === '' ? 'Idempotency-Key;' : `Idempotency-Key: ${exchange.key}`);
-    for (const [name, value] of Object.entries(exchange.headers ?? {})) args.push('-H', `${name}: ${value}`);
+    args.push(...headers);
     const body = exchange.requestBody.length <= maxBody ? exchange.requestBody : exchange.requestBody.slice(0, maxBody);
     args.push('--data', body);
     if (body !== exchange.requestBody) return `${args.map(shellQuote).join(' ')}  # ${t('wire.bodyCut', { n: exchange.requestBody.length - maxBody })}`;

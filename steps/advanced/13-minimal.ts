@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed } from '../../grader/failure.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { chargeMs } from '../../grader/limits.js';
-import { fileCells, findHidden, readCells, timestampForms, type Cell } from '../../grader/tables.js';
+import { fileCells, findHidden, MAX_DATABASE_BYTES, readCells, timestampForms, type Cell } from '../../grader/tables.js';
 import { listOf, t } from '../../i18n/index.js';
 import { serverTimeZone } from '../../grader/seed.js';
 import type { LiveContext } from '../../grader/context.js';
@@ -152,6 +152,14 @@ function pieces(cells: readonly Cell[]): Cell[][] {
 const MAX_PAIRED = 16;
 
 /**
+ * The most bytes the joined cells of the split-copy search hold in all (MAX_DATABASE_BYTES,
+ * as much as the cells themselves): each cell joins up to 2 * (MAX_PAIRED - 1) pairs, so a
+ * database of wide rows of large cells would otherwise make the grader hold some thirty
+ * times the bytes it read. Joins past it are not searched.
+ */
+const MAX_JOINED_BYTES = MAX_DATABASE_BYTES;
+
+/**
  * Every copy of charged_at in `cells` (a database's cells and the files beside it): the
  * text, its digits or epoch ms, a julian day, its digits in the servers' local time
  * (localDigits), a pickled datetime (pickledForms), each also under an encoding; a copy in
@@ -177,12 +185,18 @@ function copiesOf(cells: readonly Cell[], chargedAt: string, timeZone: string): 
   const single = search(cells).filter((c) => !own(c));
   if (single.length > 0) return single;
   const joined: Cell[] = [];
+  let bytes = 0;
+  const add = (table: string, n: number, parts: Cell[]) => {
+    const size = parts.reduce((sum, p) => sum + p.value.length, 0);
+    if (bytes + size > MAX_JOINED_BYTES) return;
+    bytes += size;
+    joined.push({ table, row: n, column: parts.map((p) => p.column).join('\0'), value: Buffer.concat(parts.map((p) => p.value)) });
+  };
   for (const row of pieces(cells)) {
     const { table, row: n } = row[0];
-    const join = (parts: Cell[]): Cell => ({ table, row: n, column: parts.map((p) => p.column).join('\0'), value: Buffer.concat(parts.map((p) => p.value)) });
     const paired = row.slice(0, MAX_PAIRED);
-    for (const x of paired) for (const y of paired) if (x !== y) joined.push(join([x, y]));
-    joined.push(join(row));
+    for (const x of paired) for (const y of paired) if (x !== y) add(table, n, [x, y]);
+    add(table, n, row);
   }
   return search(joined).map((c) => ({ ...c, columns: c.cell.column.split('\0') }));
 }
