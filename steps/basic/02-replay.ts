@@ -233,7 +233,7 @@ async function retryFromElsewhere(ctx: LiveContext, server: ServerInstance, firs
  * and keys are opaque: keys that differ only in case, length or punctuation are each a
  * payment of their own, each replayed (lab sheet, step 2; IETF Idempotency-Key draft).
  * A record is the key's whoever sends the retry: one from a second client address, and
- * ones with other X-Forwarded-For, X-Real-IP or Forwarded values, replay too; so does the
+ * ones with other X-Forwarded-For, X-Real-IP, Forwarded or User-Agent values, replay too; so does the
  * first key's retry after 132 newer keys (records are deleted by age, never by count).
  * A retry of the same fields in another order or spacing should replay too: a 422 there
  * is a warning (the fingerprint should be of the parsed body), a second charge a failure.
