@@ -264,7 +264,7 @@ export const en = {
   'cli.kept.many': 'Kept your changed {files} (idem-lab start --force resets them).',
   'cli.startFooter': 'idem-lab show N reads a step, idem-lab check N grades it, idem-lab status shows where you are.',
   'cli.cd': 'Next: cd {dir}. The sheet\'s commands (./probe.sh, ./ledger.sh, ./statement.sh) and idem-lab run there.',
-  'cli.stop.none': 'No payment server was started here (nothing recorded in .idem-lab/state.json).',
+  'cli.stop.none': 'No payment server is running here: none was started, or it was stopped already (.idem-lab/state.json records none).',
   'cli.stop.dead': 'The payment server (pid {pid}) was not running any more: it may have crashed. The end of {log}:',
   'cli.stop.stopped': 'Stopped the payment server (pid {pid}).',
   'cli.restart.dead': 'The payment server (pid {pid}) had already stopped.',

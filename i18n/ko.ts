@@ -251,7 +251,7 @@ export const ko: Record<MessageKey, string> = {
   'cli.kept.many': '고친 파일은 그대로 두었습니다: {files} (idem-lab start --force 명령으로 되돌립니다).',
   'cli.startFooter': 'idem-lab show N은 단계를 보여 주고, idem-lab check N은 채점하고, idem-lab status는 진행 상황을 보여 줍니다.',
   'cli.cd': '다음: cd {dir}. 안내서의 명령(./probe.sh, ./ledger.sh, ./statement.sh)과 idem-lab은 그 폴더에서 실행합니다.',
-  'cli.stop.none': '여기서 시작한 결제 서버가 없습니다(.idem-lab/state.json에 기록 없음).',
+  'cli.stop.none': '여기서 실행 중인 결제 서버가 없습니다. 시작한 적이 없거나 이미 멈췄습니다(.idem-lab/state.json에 기록된 서버 없음).',
   'cli.stop.dead': '결제 서버(pid {pid})가 이미 멈춰 있었습니다. 비정상 종료했을 수 있습니다. {log}의 마지막 부분:',
   'cli.stop.stopped': '결제 서버(pid {pid})를 멈췄습니다.',
   'cli.restart.dead': '결제 서버(pid {pid})는 이미 멈춰 있었습니다.',

@@ -251,7 +251,7 @@ export const zh: Record<MessageKey, string> = {
   'cli.kept.many': '保留了你改过的 {files}（idem-lab start --force 可以还原）。',
   'cli.startFooter': 'idem-lab show N 阅读某一步，idem-lab check N 为它评分，idem-lab status 查看进度。',
   'cli.cd': '下一步：cd {dir}。实验说明里的命令（./probe.sh、./ledger.sh、./statement.sh）和 idem-lab 都在那里执行。',
-  'cli.stop.none': '这里没有启动过支付服务器（.idem-lab/state.json 中没有记录）。',
+  'cli.stop.none': '这里没有正在运行的支付服务器：要么从未启动，要么已经停止（.idem-lab/state.json 中没有记录）。',
   'cli.stop.dead': '支付服务器（pid {pid}）已经不在运行了，可能崩溃了。{log} 的末尾：',
   'cli.stop.stopped': '已停止支付服务器（pid {pid}）。',
   'cli.restart.dead': '支付服务器（pid {pid}）早已停止。',

@@ -5,8 +5,9 @@
  * grading two solutions at once is what `idem-lab grade --jobs 2` promises instructors.
  * Exit code: the test runner's (0 all passed, 1 a test failed).
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -29,5 +30,17 @@ if (files.length === 0) {
   console.error(`no test file starts with ${named.join(', ')}`);
   process.exit(2);
 }
-const run = spawnSync(process.execPath, ['--test', `--test-concurrency=${jobs}`, ...files], { stdio: 'inherit' });
-process.exit(run.status ?? 1);
+// The test runner leads a process group of its own, and a signal sent to this process (a CI
+// timeout's SIGTERM, a Ctrl-C) is passed to the whole group: every test file then runs its
+// exit tasks (test/support.ts), which stop the servers it started and remove its folders.
+const run = spawn(process.execPath, ['--test', `--test-concurrency=${jobs}`, ...files], { stdio: 'inherit', detached: true });
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    try {
+      process.kill(-run.pid!, signal);
+    } catch {
+      // the runner has ended
+    }
+  });
+}
+run.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 + os.constants.signals[signal] : 1)));

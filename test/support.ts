@@ -11,6 +11,7 @@ import { PACKAGE_ROOT } from '../lab/paths.js';
 import { readState } from '../lab/workspace.js';
 import { main } from '../bin/cli.js';
 import { captureOutput } from '../bin/shared/output.js';
+import { atExit, installExitHooks } from '../grader/cleanup.js';
 
 /** The compiled CLI entry. */
 export const CLI = path.join(PACKAGE_ROOT, 'dist', 'bin', 'idem-lab.js');
@@ -25,12 +26,32 @@ const MACHINE_TMP = os.tmpdir();
  */
 export const GRADER_TMP = fs.mkdtempSync(path.join(MACHINE_TMP, 'idem-lab-grader-'));
 process.env.TMPDIR = GRADER_TMP;
-process.on('exit', () => fs.rmSync(GRADER_TMP, { recursive: true, force: true }));
+// A test file stopped by SIGINT, SIGTERM or SIGHUP (npm test interrupted, a CI timeout) runs
+// no finally: these exit tasks stop the servers left in its folders and remove the folders.
+installExitHooks();
+atExit(() => clearAway(GRADER_TMP));
 
-/** A new empty temporary folder; removed by the returned function. */
+/** Stops (SIGKILL, by process group) the servers whose working directory is under `dir`, then removes `dir`. */
+function clearAway(dir: string): void {
+  for (const pid of serversIn(dir)) killGroupIn(pid, dir);
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * A new empty temporary folder; removed by the returned function, or, if the test process
+ * ends first (a signal, an uncaught error), by an exit task that also stops the servers
+ * left running in it (a detached `idem-lab start`).
+ */
 export function tempDir(prefix = 'idem-lab-test-'): { dir: string; remove: () => void } {
   const dir = fs.mkdtempSync(path.join(MACHINE_TMP, prefix));
-  return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  const forget = atExit(() => clearAway(dir));
+  return {
+    dir,
+    remove: () => {
+      forget();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** A temporary workspace holding `solution`'s server.py and the given (default: reference) learner files. */
