@@ -604,6 +604,15 @@ export class LiveContext {
   }
 
   /**
+   * The charges of one payment body in the statement (see charges()): those whose `user`
+   * and `amount` equal the body's exactly, in order; empty when the servers keep no
+   * statement. `of` as for charges().
+   */
+  chargesFor(body: { user: string; amount: number }, of?: ServerInstance | CheckDatabase): Charge[] {
+    return (this.charges(of) ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
+  }
+
+  /**
    * Takes the database's write lock (BEGIN IMMEDIATE on a connection of the grader's own)
    * and returns the function that releases it, changing nothing. While it is held the
    * servers can read but every write waits: requests sent then all pass their look-ups

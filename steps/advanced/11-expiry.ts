@@ -284,7 +284,7 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
   await delay(Math.max(0, lastGone.at + LATE_CHARGE_WAIT_MS - performance.now()));
   const since = ((performance.now() - lastGone.at) / 1000).toFixed(1);
   for (const [body, count] of [[expiring.sent.body, 1], [other.sent.body, 1], [otherBefore, 0], [otherBody, 0]] as const) {
-    const charges = (ctx.charges() ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
+    const charges = ctx.chargesFor(body);
     if (charges.length !== count) {
       throw new CheckFailed(
         t('step.11.chargedLater', { s: since, user: JSON.stringify(body.user), amount: body.amount, n: charges.length, count }),

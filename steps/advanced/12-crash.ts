@@ -122,11 +122,6 @@ async function chargeUnderWay(
   );
 }
 
-/** The charges of the statement (of `on`'s database) for a payment body. */
-function chargesOf(ctx: LiveContext, body: { user: string; amount: number }, on: ServerInstance) {
-  return (ctx.charges(on) ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
-}
-
 /** The crashed deployments' settings. */
 const CRASH_ENV = { IDEM_LOCK_S: String(CRASH_LOCK_S) };
 
@@ -236,7 +231,7 @@ async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Paymen
     throw new CheckFailed(
       t('step.12.probeStatus', { request: describeRequest(answer), server: server.label, status: String(answer.status ?? t('check.audit.noAnswer')) }),
       t('step.12.probeStatus.why'),
-      { exchanges: [answer], details: chargesOf(ctx, probe.body, server).map(describeCharge) },
+      { exchanges: [answer], details: ctx.chargesFor(probe.body, server).map(describeCharge) },
     );
   }
   if (gate.statements.length === 0) return { locked: true };
@@ -466,7 +461,7 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
         key: JSON.stringify(req.key),
       }),
       t('step.12.writeBehind.why'),
-      { exchanges: [lost], details: chargesOf(ctx, req.body, b).map(describeCharge) },
+      { exchanges: [lost], details: ctx.chargesFor(req.body, b).map(describeCharge) },
     );
   }
   const started = performance.now();
@@ -479,7 +474,7 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
   const ms = Math.round(performance.now() - started);
   const last = tries[tries.length - 1];
   // Money moved twice is said first: it is the bug, whatever the retries were answered.
-  const charges = chargesOf(ctx, req.body, b);
+  const charges = ctx.chargesFor(req.body, b);
   if (charges.length > 1) {
     throw new CheckFailed(
       t('step.12.twoCharges', { what: t('check.charges.userAmount', { user: JSON.stringify(req.body.user), amount: req.body.amount }), n: charges.length }),
@@ -506,7 +501,7 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
   };
   await judgeTakeover(tries, sentAt, answeredAt, chargedAt, lag, starved, lost, last, takeoverAt, yardstick);
   const why = t(point === 'before' ? 'step.12.onceBefore.why' : point === 'returned' ? 'step.12.onceReturned.why' : 'step.12.once.why');
-  if (point === 'before' && chargesOf(ctx, req.body, b).length === 0) {
+  if (point === 'before' && ctx.chargesFor(req.body, b).length === 0) {
     throw new CheckFailed(t('step.12.takeoverUnpaid', { server: b.label }), why, { exchanges: [lost, last] });
   }
   expectCharges(ctx, req.body, 1, [lost, last], why, b);
