@@ -8,6 +8,7 @@ import { responseJson } from '../../grader/http.js';
 import type { Step } from '../../grader/track.js';
 import type { Exchange } from '../../grader/types.js';
 import type { LiveContext } from '../../grader/context.js';
+import type { ServerInstance } from '../../grader/server.js';
 
 const why = () => t('step.04.why');
 /** Why a conflict must be refused, quoting the amounts the check sent. */
@@ -44,6 +45,63 @@ export const LARGE_AMOUNT_DIGITS = 12;
 export function largeAmount(ctx: LiveContext): number {
   const hex = ctx.data.key().replace(/-/g, '');
   return Number([...hex.slice(0, LARGE_AMOUNT_DIGITS)].map((c) => 1 + (parseInt(c, 16) % 8)).join(''));
+}
+
+/**
+ * A user as the messages show it: JSON, with every character outside printable ASCII as a
+ * `\uXXXX` escape, so that "é" as one code point and as "e" with a combining acute read
+ * differently.
+ */
+function shownUser(user: string): string {
+  return JSON.stringify(user).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** The first payment under a key: the key, its first answer, its body and the payment it answered. */
+interface FirstPayment {
+  key: string;
+  first: Exchange;
+  body: { user: string; amount: number };
+  payment: Record<string, unknown>;
+}
+
+/**
+ * Sends `first.key` with each of `others` (other users, or another user and amount) and
+ * requires each to be refused with 422 and never charged (keys global), or to be that user's
+ * own new payment, charged once (keys scoped per user); never the first user's payment.
+ * Appends every exchange to `exchanges`.
+ * @returns how many were answered as payments of their own (rows they added under the key)
+ * @throws CheckFailed naming the user that got the first payment, or was neither refused nor paid
+ */
+async function expectOtherUsers(ctx: LiveContext, server: ServerInstance, first: FirstPayment, others: Array<{ user: string; amount: number }>, exchanges: Exchange[]): Promise<number> {
+  const { key, body } = first;
+  const firstPayment = first.payment;
+  let theirOwn = 0;
+  for (const otherUserBody of others) {
+    const otherUser = await ctx.pay(server, { key, body: otherUserBody });
+    exchanges.push(otherUser);
+    if (otherUser.status === 201) {
+      const theirs = (responseJson(otherUser) ?? {}) as Record<string, unknown>;
+      if (theirs.payment_id === firstPayment.payment_id || theirs.user !== otherUserBody.user) {
+        throw new CheckFailed(
+          t('step.04.otherUserGotFirst', { user: shownUser(otherUserBody.user), first: shownUser(body.user), id: String(firstPayment.payment_id) }),
+          t('step.04.otherUser.why'),
+          { exchanges: [first.first, otherUser] },
+        );
+      }
+      paymentOf(otherUser);
+      expectCharges(ctx, otherUserBody, 1, exchanges, t('step.04.scoped.why'));
+      theirOwn++;
+    } else {
+      const said =
+        otherUserBody.amount === body.amount
+          ? t('step.04.otherUser', { user: shownUser(otherUserBody.user), first: shownUser(body.user) })
+          : t('step.04.otherUserAmount', { user: shownUser(otherUserBody.user), amount: otherUserBody.amount, first: shownUser(body.user), firstAmount: body.amount });
+      expectStatus(otherUser, 422, said, t('step.04.otherUser.why'));
+      expectNoPayment(otherUser, firstPayment, exchanges);
+      expectCharges(ctx, otherUserBody, 0, exchanges, t('step.04.conflictCharged.why'));
+    }
+  }
+  return theirOwn;
 }
 
 /**
@@ -100,32 +158,7 @@ export const step: Step = {
       { user: body.user + digits[0], amount: Number(digits.slice(1)) },
     ];
     const exchanges = [first, other];
-    let theirOwn = 0;
-    for (const otherUserBody of otherUsers) {
-      const otherUser = await ctx.pay(server, { key, body: otherUserBody });
-      exchanges.push(otherUser);
-      if (otherUser.status === 201) {
-        const theirs = (responseJson(otherUser) ?? {}) as Record<string, unknown>;
-        if (theirs.payment_id === firstPayment.payment_id || theirs.user !== otherUserBody.user) {
-          throw new CheckFailed(
-            t('step.04.otherUserGotFirst', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user), id: String(firstPayment.payment_id) }),
-            t('step.04.otherUser.why'),
-            { exchanges: [first, other, otherUser] },
-          );
-        }
-        paymentOf(otherUser);
-        expectCharges(ctx, otherUserBody, 1, exchanges, t('step.04.scoped.why'));
-        theirOwn++;
-      } else {
-        const said =
-          otherUserBody.amount === body.amount
-            ? t('step.04.otherUser', { user: JSON.stringify(otherUserBody.user), first: JSON.stringify(body.user) })
-            : t('step.04.otherUserAmount', { user: JSON.stringify(otherUserBody.user), amount: otherUserBody.amount, first: JSON.stringify(body.user), firstAmount: body.amount });
-        expectStatus(otherUser, 422, said, t('step.04.otherUser.why'));
-        expectNoPayment(otherUser, firstPayment, exchanges);
-        expectCharges(ctx, otherUserBody, 0, exchanges, t('step.04.conflictCharged.why'));
-      }
-    }
+    const theirOwn = await expectOtherUsers(ctx, server, { key, first, body, payment: firstPayment }, otherUsers, exchanges);
     const mine = rowsForKey(ctx.ledger(), key).filter((row) => row.user === body.user);
     if (mine.length !== 1 || mine[0].amount !== body.amount) {
       throw new CheckFailed(
@@ -147,6 +180,22 @@ export const step: Step = {
     expectCharges(ctx, laterBody, 0, exchanges, t('step.04.conflictCharged.why'));
     expectRows(ctx, key, 1 + theirOwn, exchanges, t('step.04.againRows.why'));
     expectCharges(ctx, body, 1, exchanges, t('step.04.charges.why'));
+    // A user with a non-ASCII letter, and the same name with that letter decomposed (NFC and
+    // NFD differ) or in fullwidth form (NFKC folds it): other users again, so a fingerprint
+    // that normalises the user takes them for the first.
+    const accentedKey = ctx.freshKey();
+    const accented = { user: `${ctx.data.user()}_\u00e9`, amount: ctx.data.amount() };
+    const accentedFirst = await ctx.pay(server, { key: accentedKey, body: accented });
+    expectStatus(accentedFirst, 201, t('check.first201'), t('step.04.first201.why'));
+    const accentedPayment = paymentOf(accentedFirst);
+    const base = accented.user.slice(0, -1);
+    const lookAlikes = [
+      { user: `${base}e\u0301`, amount: accented.amount },
+      { user: `${base}\uff45\u0301`, amount: accented.amount },
+    ];
+    const accentedExchanges = [accentedFirst];
+    const accentedOwn = await expectOtherUsers(ctx, server, { key: accentedKey, first: accentedFirst, body: accented, payment: accentedPayment }, lookAlikes, accentedExchanges);
+    expectRows(ctx, accentedKey, 1 + accentedOwn, accentedExchanges, t('step.04.againRows.why'));
     return t('step.04.pass');
   },
   get hints() {
