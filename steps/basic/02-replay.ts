@@ -104,9 +104,8 @@ function notReplayed(first: Exchange): void {
 
 const paymentId = (e: Exchange) => paymentOf(e).payment_id as number;
 
-/** A key's first request among the distinct keys: its group, the body it sent and its answer. */
+/** A key's first request among the distinct keys: the body it sent and its answer. */
 interface DistinctFirst {
-  group: number;
   body: unknown;
   exchange: Exchange;
 }
@@ -147,9 +146,9 @@ async function expectDistinctPayments(ctx: LiveContext, server: ServerInstance, 
     for (let i = 0; i < sent.length; i += waves.atOnce) {
       const batch = sent.slice(i, i + waves.atOnce);
       const distinct = Promise.all(batch.map((s) => ctx.pay(server, { key: s.key, body: waves.bodies[s.group] })));
-      const along = wave === 0 && i === 0 ? waves.alongside?.send() : undefined;
-      const [answers, alongAnswer] = await Promise.all([distinct, along]);
-      if (alongAnswer) waves.alongside!.check(alongAnswer);
+      const alongside = wave === 0 && i === 0 ? waves.alongside : undefined;
+      const [answers, alongAnswer] = await Promise.all([distinct, alongside?.send()]);
+      if (alongside && alongAnswer) alongside.check(alongAnswer);
       answers.forEach((answer, j) => {
         const k = batch[j].key;
         expectStatus(answer, 201, t('step.02.distinct', { key: JSON.stringify(k) }), waves.why);
@@ -158,7 +157,7 @@ async function expectDistinctPayments(ctx: LiveContext, server: ServerInstance, 
           throw new CheckFailed(waves.same(JSON.stringify(k), JSON.stringify(earlier.exchange.key), paymentId(answer)), waves.why, { exchanges: [earlier.exchange, answer] });
         }
       });
-      firsts.push(...answers.map((exchange, j) => ({ group: batch[j].group, body: waves.bodies[batch[j].group], exchange })));
+      firsts.push(...answers.map((exchange, j) => ({ body: waves.bodies[batch[j].group], exchange })));
     }
   }
   return firsts;
