@@ -408,7 +408,7 @@ export const en = {
   'step.02.second.why': 'The key, not the body, says which payment a request is: a customer may pay the same amount twice on purpose.',
   'step.02.secondSame': 'A new key with the same body got payment {id} back, the payment of the first key: the server dedupes by body, not by key.',
   'step.02.distinct': 'The key {key} is a new key and must be a new payment, answered 201.',
-  'step.02.distinct.why': 'Keys are opaque and case-sensitive: compare them exactly as sent, whatever their case, length (up to 255 characters) or punctuation.',
+  'step.02.distinct.why': 'Keys are opaque and case-sensitive: compare them exactly as sent, whatever their case, length (up to 255 characters), punctuation or non-ASCII characters. Never Unicode-normalise them, fold their case or strip their accents: ² is not 2, ß is not ss, é is not e.',
   'step.02.distinctSame': 'The key {key} got payment {id} back, the payment of the different key {earlier}: two keys became one.',
   'step.02.distinctReplay': 'A retry with key {key} must replay that key\'s own first response.',
   'step.02.reordered.why': 'The same fields in another order or spacing are the same request: a retry must not charge again.',

@@ -390,7 +390,7 @@ export const zh: Record<MessageKey, string> = {
   'step.02.second.why': '决定一个请求属于哪笔支付的是键，而不是请求体：顾客完全可能有意付两次同样的金额。',
   'step.02.secondSame': '同样的请求体换了新键，却拿回了第一个键的支付 {id}：服务器是按请求体去重的，而不是按键。',
   'step.02.distinct': '键 {key} 是一个新键，必须作为新支付得到 201。',
-  'step.02.distinct.why': '键是不透明的，并且区分大小写：无论大小写、长度（最多 255 个字符）还是标点，都要按原样比较。',
+  'step.02.distinct.why': '键是不透明的，并且区分大小写：无论大小写、长度（最多 255 个字符）、标点还是非 ASCII 字符，都要按原样比较。不要做 Unicode 规范化、大小写转换，也不要去掉重音符号：² 不是 2，ß 不是 ss，é 也不是 e。',
   'step.02.distinctSame': '键 {key} 拿回了另一个键 {earlier} 的支付 {id}：两个不同的键被当成了一个。',
   'step.02.distinctReplay': '用键 {key} 的重试必须重放这个键自己的第一次响应。',
   'step.02.reordered.why': '字段顺序或空白不同的请求体仍是同一个请求：重试不能再扣一次款。',

@@ -17,9 +17,16 @@ import type { Step } from '../../grader/track.js';
  * the space URL-decoding makes of it, `%2B` beside `+` and `%2b` (URL-decoding, case
  * folding), `%20` beside a space, one space, two spaces or none (stripping spaces). A server that folds case,
  * cuts keys short, URL-decodes them, strips their spaces or normalises their punctuation
- * makes two of them one payment. Keys are opaque (IETF Idempotency-Key draft, section 2:
- * the key is compared as sent). No key starts or ends with a space: HTTP takes those off
- * before any server sees the key.
+ * makes two of them one payment. Then keys with Latin-1 characters (a header carries each
+ * as one byte, which undici, Python's http.server and Node's http read back as the same
+ * character): `²`, `³`, `ª`, `º` beside the `2`, `3`, `a`, `o` Unicode NFKC makes of them, a
+ * no-break space (U+00A0) beside a space (NFKC; Python's `str.split`), `ß` beside `ss` and
+ * `É` beside `é` (`casefold`, `upper`, `lower`), and `é` beside `e`, nothing and `?`
+ * (accents stripped; `encode("ascii", "ignore")` or `"replace"`). Keys are opaque (IETF
+ * Idempotency-Key draft, section 2: the key is compared as sent). No key starts or ends
+ * with a space or a no-break space: HTTP (and Python's strip) takes those off before any
+ * server sees the key.
+ * @returns 12 groups of 2 to 4 keys (38 keys), no key in two groups
  */
 function distinctKeys(ctx: LiveContext): string[][] {
   const word = ctx.data.word(10);
@@ -31,6 +38,10 @@ function distinctKeys(ctx: LiveContext): string[][] {
   const [c, d] = [ctx.data.word(8), ctx.data.word(8)];
   const [e, f] = [ctx.data.word(8), ctx.data.word(8)];
   const [g, h] = [ctx.data.word(8), ctx.data.word(8)];
+  const [i, j] = [ctx.data.word(8), ctx.data.word(8)];
+  const [k, l] = [ctx.data.word(8), ctx.data.word(8)];
+  const [m, n] = [ctx.data.word(8), ctx.data.word(8)];
+  const [o, p] = [ctx.data.word(8), ctx.data.word(8)];
   return [
     [`Ab${word}`, `aB${word}`],
     [`${prefix}x1`, `${prefix}y2`],
@@ -40,6 +51,11 @@ function distinctKeys(ctx: LiveContext): string[][] {
     [`${c}%2B${d}`, `${c}+${d}`, `${c}%2b${d}`, `${c.toUpperCase()}+${d}`],
     [`${e} ${f}`, `${e}${f}`, `${e}  ${f}`, `${e.toUpperCase()} ${f}`],
     [`${g}%20${h}`, `${g} ${h}`],
+    // Latin-1, one byte each on the wire (see above).
+    [`${i}\u00b2${j}\u00aa`, `${i}2${j}a`, `${i}\u00b3${j}\u00ba`, `${i}3${j}o`],
+    [`${k}\u00a0${l}`, `${k} ${l}`],
+    [`${m}\u00df${n}`, `${m}ss${n}`, `${m}\u00c9${n}`, `${m}\u00e9${n}`],
+    [`${o}\u00e9${p}`, `${o}e${p}`, `${o}${p}`, `${o}?${p}`],
   ];
 }
 
@@ -47,7 +63,7 @@ function distinctKeys(ctx: LiveContext): string[][] {
  * Payments with keys of their own made after the waves of distinct keys and before the
  * first key's last retry, two at a time (at most two requests at once: a correct server
  * that lines its payments up behind one lock answers them within the request bound on a
- * loaded machine). With the distinct keys and the two other payments, 132 keys newer than
+ * loaded machine). With the distinct keys and the two other payments, 146 keys newer than
  * the first one: more than a server keeps that holds only the newest 100 records (records
  * are deleted by age, never by count: server contract).
  */
@@ -87,6 +103,86 @@ function notReplayed(first: Exchange): void {
 }
 
 const paymentId = (e: Exchange) => paymentOf(e).payment_id as number;
+
+/** A key's first request among the distinct keys: the body it sent and its answer. */
+interface DistinctFirst {
+  body: unknown;
+  exchange: Exchange;
+}
+
+/**
+ * Waves of keys that are each a payment of their own, for expectDistinctPayments.
+ * `groups`: the keys a careless server takes for one, each group sent one key a wave;
+ * `bodies`: the body each group's keys send (one per group); `atOnce`: the most requests
+ * of a wave sent at once (a wave larger is sent in batches of it; Infinity: all at once);
+ * `alongside`: a request sent with wave 0 and checked (`check`, which throws CheckFailed)
+ * before that wave's answers; `why`: the reason a key refused or joined to another fails
+ * with; `same`: the failure of `key` answered with the payment `id` of `earlier` (keys
+ * as JSON strings).
+ */
+interface DistinctWaves {
+  groups: string[][];
+  bodies: unknown[];
+  atOnce: number;
+  alongside?: { send: () => Promise<Exchange>; check: (answer: Exchange) => void };
+  why: string;
+  same: (key: string, earlier: string, id: number) => string;
+}
+
+/**
+ * Sends the keys of `waves.groups` as payments of their own: wave i sends the i-th key of
+ * every group (in batches of `atOnce`), so the keys a server might take for one come one
+ * after another. Each key must get 201 with a payment_id that no key of an earlier batch
+ * got. The keys are not sent again here: replayEach does that.
+ * @returns every key's first request, in the order sent
+ * @throws CheckFailed for the first key (in the order sent) refused or answered with an
+ *   earlier key's payment, or `alongside.check`'s failure
+ */
+async function expectDistinctPayments(ctx: LiveContext, server: ServerInstance, waves: DistinctWaves): Promise<DistinctFirst[]> {
+  const firsts: DistinctFirst[] = [];
+  const count = Math.max(...waves.groups.map((g) => g.length));
+  for (let wave = 0; wave < count; wave++) {
+    const sent = waves.groups.flatMap((g, group) => (g[wave] === undefined ? [] : [{ group, key: g[wave] }]));
+    for (let i = 0; i < sent.length; i += waves.atOnce) {
+      const batch = sent.slice(i, i + waves.atOnce);
+      const distinct = Promise.all(batch.map((s) => ctx.pay(server, { key: s.key, body: waves.bodies[s.group] })));
+      const alongside = wave === 0 && i === 0 ? waves.alongside : undefined;
+      const [answers, alongAnswer] = await Promise.all([distinct, alongside?.send()]);
+      if (alongside && alongAnswer) alongside.check(alongAnswer);
+      answers.forEach((answer, j) => {
+        const k = batch[j].key;
+        expectStatus(answer, 201, t('step.02.distinct', { key: JSON.stringify(k) }), waves.why);
+        const earlier = firsts.find((e) => paymentId(e.exchange) === paymentId(answer));
+        if (earlier) {
+          throw new CheckFailed(waves.same(JSON.stringify(k), JSON.stringify(earlier.exchange.key), paymentId(answer)), waves.why, { exchanges: [earlier.exchange, answer] });
+        }
+      });
+      firsts.push(...answers.map((exchange, j) => ({ body: waves.bodies[batch[j].group], exchange })));
+    }
+  }
+  return firsts;
+}
+
+/**
+ * Sends each key of `firsts` once more with its body, `atOnce` at a time.
+ * @returns the retries, in the order of `firsts`
+ */
+async function replayEach(ctx: LiveContext, server: ServerInstance, firsts: DistinctFirst[], atOnce: number): Promise<Exchange[]> {
+  const retries: Exchange[] = [];
+  for (let i = 0; i < firsts.length; i += atOnce) {
+    const batch = firsts.slice(i, i + atOnce);
+    retries.push(...(await Promise.all(batch.map((f) => ctx.pay(server, { key: f.exchange.key, body: f.body })))));
+  }
+  return retries;
+}
+
+/**
+ * Each retry of replayEach must replay its own key's first answer.
+ * @throws CheckFailed (expectReplay's) for the first one, in the order of `firsts`, that did not
+ */
+function expectOwnReplays(firsts: DistinctFirst[], retries: Exchange[]): void {
+  retries.forEach((r, i) => expectReplay(firsts[i].exchange, r, t('step.02.distinctReplay', { key: JSON.stringify(firsts[i].exchange.key) })));
+}
 
 // ---- UUID-shaped keys (issue 20): one UUID written several ways is several keys. ----
 
@@ -146,33 +242,14 @@ export function uuidKeyGroups(ctx: LiveContext): string[][] {
 async function uuidShapedKeys(ctx: LiveContext, server: ServerInstance): Promise<number> {
   const groups = uuidKeyGroups(ctx);
   const bodies = groups.map(() => ctx.data.payment());
-  const firsts: Array<{ group: number; exchange: Exchange }> = [];
-  const waves = Math.max(...groups.map((g) => g.length));
-  for (let wave = 0; wave < waves; wave++) {
-    const sent = groups.flatMap((g, group) => (g[wave] === undefined ? [] : [{ group, key: g[wave] }]));
-    for (let i = 0; i < sent.length; i += UUID_WAVE) {
-      const batch = sent.slice(i, i + UUID_WAVE);
-      const answers = await Promise.all(batch.map((s) => ctx.pay(server, { key: s.key, body: bodies[s.group] })));
-      answers.forEach((answer, j) => {
-        const k = batch[j].key;
-        expectStatus(answer, 201, t('step.02.distinct', { key: JSON.stringify(k) }), t('step.02.uuid.why'));
-        const earlier = firsts.find((e) => paymentId(e.exchange) === paymentId(answer));
-        if (earlier) {
-          throw new CheckFailed(
-            t('step.02.uuidSame', { key: JSON.stringify(k), earlier: JSON.stringify(earlier.exchange.key), id: paymentId(answer) }),
-            t('step.02.uuid.why'),
-            { exchanges: [earlier.exchange, answer] },
-          );
-        }
-      });
-      firsts.push(...answers.map((exchange, j) => ({ group: batch[j].group, exchange })));
-    }
-  }
-  for (let i = 0; i < firsts.length; i += UUID_WAVE) {
-    const batch = firsts.slice(i, i + UUID_WAVE);
-    const retries = await Promise.all(batch.map((f) => ctx.pay(server, { key: f.exchange.key!, body: bodies[f.group] })));
-    retries.forEach((r, j) => expectReplay(batch[j].exchange, r, t('step.02.distinctReplay', { key: JSON.stringify(batch[j].exchange.key) })));
-  }
+  const firsts = await expectDistinctPayments(ctx, server, {
+    groups,
+    bodies,
+    atOnce: UUID_WAVE,
+    why: t('step.02.uuid.why'),
+    same: (key, earlier, id) => t('step.02.uuidSame', { key, earlier, id }),
+  });
+  expectOwnReplays(firsts, await replayEach(ctx, server, firsts, UUID_WAVE));
   return firsts.length;
 }
 
@@ -230,11 +307,13 @@ async function retryFromElsewhere(ctx: LiveContext, server: ServerInstance, firs
  * Step 02: the same Idempotency-Key and body sent again, twice, with another payment of
  * the same user in between: every retry 201 and equal to the first response in every
  * field, one ledger row, one charge. A new key with the same body is a second payment,
- * and keys are opaque: keys that differ only in case, length or punctuation are each a
- * payment of their own, each replayed (lab sheet, step 2; IETF Idempotency-Key draft).
+ * and keys are opaque: keys that differ only in case, length, punctuation or a non-ASCII
+ * (Latin-1) character that Unicode normalisation, case folding or accent stripping would
+ * change are each a payment of their own, each replayed (lab sheet, step 2; IETF
+ * Idempotency-Key draft).
  * A record is the key's whoever sends the retry: one from a second client address, and
  * ones with other X-Forwarded-For, X-Real-IP, Forwarded or User-Agent values, replay too; so does the
- * first key's retry after 132 newer keys (records are deleted by age, never by count).
+ * first key's retry after 146 newer keys (records are deleted by age, never by count).
  * A retry of the same fields in another order or spacing should replay too: a 422 there
  * is a warning (the fingerprint should be of the parsed body), a second charge a failure.
  */
@@ -272,33 +351,22 @@ export const step: Step = {
     // first payment under a new key (a new payment, not a replay).
     const shared = ctx.data.payment();
     const groups = distinctKeys(ctx);
-    const firsts: Exchange[] = [];
-    const waves = Math.max(...groups.map((g) => g.length));
-    for (let wave = 0; wave < waves; wave++) {
-      const keys = groups.map((g) => g[wave]).filter((k): k is string => k !== undefined);
-      const distinct = Promise.all(keys.map((k) => ctx.pay(server, { key: k, body: shared })));
-      const second = wave === 0 ? ctx.pay(server, { key: ctx.freshKey(), body }) : undefined;
-      const [answers, secondAnswer] = await Promise.all([distinct, second]);
-      if (secondAnswer) {
-        expectStatus(secondAnswer, 201, t('step.02.second'), t('step.02.second.why'));
-        if (paymentId(secondAnswer) === paymentId(first)) {
-          throw new CheckFailed(t('step.02.secondSame', { id: paymentId(first) }), t('step.02.second.why'), { exchanges: [first, secondAnswer] });
-        }
-      }
-      answers.forEach((answer, i) => {
-        const k = keys[i];
-        expectStatus(answer, 201, t('step.02.distinct', { key: JSON.stringify(k) }), t('step.02.distinct.why'));
-        const earlier = firsts.find((e) => paymentId(e) === paymentId(answer));
-        if (earlier) {
-          throw new CheckFailed(
-            t('step.02.distinctSame', { key: JSON.stringify(k), earlier: JSON.stringify(earlier.key), id: paymentId(answer) }),
-            t('step.02.distinct.why'),
-            { exchanges: [earlier, answer] },
-          );
-        }
-      });
-      firsts.push(...answers);
-    }
+    const firsts = await expectDistinctPayments(ctx, server, {
+      groups,
+      bodies: groups.map(() => shared),
+      atOnce: Infinity,
+      alongside: {
+        send: () => ctx.pay(server, { key: ctx.freshKey(), body }),
+        check: (second) => {
+          expectStatus(second, 201, t('step.02.second'), t('step.02.second.why'));
+          if (paymentId(second) === paymentId(first)) {
+            throw new CheckFailed(t('step.02.secondSame', { id: paymentId(first) }), t('step.02.second.why'), { exchanges: [first, second] });
+          }
+        },
+      },
+      why: t('step.02.distinct.why'),
+      same: (k, earlier, id) => t('step.02.distinctSame', { key: k, earlier, id }),
+    });
     // Then payments with keys of their own, two at a time, so that more keys than a server
     // that keeps only its newest hundred records holds come after the first one.
     for (let sent = 0; sent < LATER_PAYMENTS; sent += LATER_AT_ONCE) {
@@ -311,9 +379,9 @@ export const step: Step = {
     // its newest keys has forgotten it by then. The first key is judged first: it has the
     // most keys after it.
     const newer = LATER_PAYMENTS + firsts.length + 2;
-    const [retries, last] = await Promise.all([Promise.all(firsts.map((e) => ctx.pay(server, { key: e.key, body: shared }))), ctx.pay(server, { key, body })]);
+    const [retries, last] = await Promise.all([replayEach(ctx, server, firsts, Infinity), ctx.pay(server, { key, body })]);
     await replayIn(t('step.02.part.late', { count: newer }), first, last, t('step.02.retry.late', { why: WHY }));
-    retries.forEach((r, i) => expectReplay(firsts[i], r, t('step.02.distinctReplay', { key: JSON.stringify(firsts[i].key) })));
+    expectOwnReplays(firsts, retries);
 
     // The same fields in another order and spacing are the same request.
     const reordered = await ctx.pay(server, { key, body: `{ "amount": ${body.amount},  "user": ${JSON.stringify(body.user)} }` });
