@@ -41,8 +41,10 @@ const AFTER_WINDOW_MS = 100;
  * = a window / 8 (250 ms) from either end: a key derived from the body and a clock bucket
  * (floor(now / window), counted from the epoch, from the process's start or from any other
  * instant) instead of a window that starts at the first request has a bucket edge inside
- * one pair, which is then charged twice, every time; a record's age taken on a clock of
- * whole seconds too. Every retry still comes RETRY_AFTER_MS into its window, half of it.
+ * one pair, which is then charged twice, every time. (A record's age taken on a clock of
+ * whole seconds is not caught here every time, a retry half a window on reads at most a
+ * second older: wholeSecondRound catches it.) Every retry still comes RETRY_AFTER_MS into
+ * its window, half of it.
  */
 export const SPREAD_BODIES = 4;
 const SPREAD_MS = (WINDOW_S * 1000) / SPREAD_BODIES;
@@ -622,7 +624,15 @@ async function laterPodRound(ctx: LiveContext, a: ServerInstance, b: ServerInsta
  * number is caught. What it cannot catch: a derived key whose text is stored nowhere the
  * grader reads (hashed again before it is kept, say) and yet meets a client's key that
  * hashes alike. The audit counts keyless 201s with one body and payment_id as one payment
- * (LiveContext.keylessGrouping).
+ * (LiveContext.keylessGrouping). B is started a window after A (as step 11 starts its B a
+ * TTL later), and three more rounds, made on A while B starts or after the checks above
+ * and judged after all of them (so that a server those catch is told their reason): a body
+ * paid on B and sent again on A at once must replay (laterPodRound: a record's time counted
+ * from its process's start reads past the window on A); a body sent half a second past a
+ * second of the wall clock and again just after the whole second a window later must replay
+ * (wholeSecondRound: a record's age on a clock of whole seconds reads past the window); and
+ * a keyless retry from the second client address, 127.3.4.5, must replay (otherClientRound:
+ * a derived key that names the client's address pays it twice).
  */
 export const step: Step = {
   id: '15',
