@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, expectCharges, expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
-import { checkTimeouts, responseJson } from '../../grader/http.js';
+import { checkTimeouts, responseJson, SECOND_CLIENT_ADDRESS } from '../../grader/http.js';
 import { LOCK_HOLD_MS, RACE_SIZE } from '../../grader/race.js';
 import { Inconclusive } from '../../grader/gate.js';
 import { t } from '../../i18n/index.js';
@@ -12,7 +12,7 @@ import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
 import type { Step } from '../../grader/track.js';
 import { saysReplayed } from './09-replayed.js';
-import { NOT_RECORDS, recordRows } from './11-expiry.js';
+import { B_AFTER_A_MS, NOT_RECORDS, recordRows } from './11-expiry.js';
 import { readCells } from '../../grader/tables.js';
 import { expectState, linkOf, linkTarget, seedOlderPayment } from './14-state.js';
 
@@ -41,8 +41,10 @@ const AFTER_WINDOW_MS = 100;
  * = a window / 8 (250 ms) from either end: a key derived from the body and a clock bucket
  * (floor(now / window), counted from the epoch, from the process's start or from any other
  * instant) instead of a window that starts at the first request has a bucket edge inside
- * one pair, which is then charged twice, every time; a record's age taken on a clock of
- * whole seconds too. Every retry still comes RETRY_AFTER_MS into its window, half of it.
+ * one pair, which is then charged twice, every time. (A record's age taken on a clock of
+ * whole seconds is not caught here every time, a retry half a window on reads at most a
+ * second older: wholeSecondRound catches it.) Every retry still comes RETRY_AFTER_MS into
+ * its window, half of it.
  */
 export const SPREAD_BODIES = 4;
 const SPREAD_MS = (WINDOW_S * 1000) / SPREAD_BODIES;
@@ -211,10 +213,12 @@ async function keylessRace(ctx: LiveContext, server: ServerInstance): Promise<vo
  * on B are one link; when either does not resolve, the two headers must read the same).
  * Only whether the replay links where the first did is checked here: where the link
  * itself must lead is step 14's. A failure the window may be to blame for is the
- * grader's (judgedInWindow).
+ * grader's (judgedInWindow). `a`: the server whose database and statement are read (every
+ * server of the round shares them); `on`: the server that answered the retry; `firstOn`:
+ * the one that answered `first` (A unless said).
  * @throws CheckFailed naming the first broken rule; Error when the machine was too slow to tell
  */
-function expectKeylessReplay(ctx: LiveContext, a: ServerInstance, body: { user: string; amount: number }, first: Exchange, retry: Exchange, on: ServerInstance, charges = 1, payments = 1): void {
+function expectKeylessReplay(ctx: LiveContext, a: ServerInstance, body: { user: string; amount: number }, first: Exchange, retry: Exchange, on: ServerInstance, charges = 1, payments = 1, firstOn: ServerInstance = a): void {
   try {
     expectReplay(first, retry, t('step.15.replay.why'));
     expectCharges(ctx, body, charges, [first, retry], t('step.15.replay.why'), a);
@@ -230,7 +234,7 @@ function expectKeylessReplay(ctx: LiveContext, a: ServerInstance, body: { user: 
   if (retry.location === undefined) {
     throw new CheckFailed(t('step.15.replayNoLocation', { first: first.location }), t('step.15.replayLocation.why'), { exchanges: [first, retry] });
   }
-  const was = linkTarget(first.location, a.port);
+  const was = linkTarget(first.location, firstOn.port);
   const is = linkTarget(retry.location, on.port);
   const same = 'target' in was && 'target' in is ? was.target === is.target : first.location.trim() === retry.location.trim();
   if (!same) {
@@ -437,6 +441,159 @@ async function payAt(ctx: LiveContext, server: ServerInstance, body: { user: str
   return { exchange, sent, answered: performance.now() };
 }
 
+/** The payment_id of an answer's JSON body, if any. */
+function paymentIdOf(exchange: Exchange): unknown {
+  return (responseJson(exchange) as { payment_id?: unknown } | undefined)?.payment_id;
+}
+
+/** True when `retry` was answered 201 with another payment than `first`'s: the body was paid anew. */
+function paidAnew(first: Exchange, retry: Exchange): boolean {
+  return retry.status === 201 && paymentIdOf(retry) !== undefined && paymentIdOf(retry) !== paymentIdOf(first);
+}
+
+/** `err` with `note` added to its details when it is a CheckFailed; anything else as it is. */
+function withNote(err: unknown, note: string): unknown {
+  if (!(err instanceof CheckFailed)) return err;
+  return new CheckFailed(err.message, err.why, { ...err.evidence, details: [...(err.evidence.details ?? []), note] });
+}
+
+/**
+ * The verdict of a round whose requests were sent earlier: throws what the round's check
+ * throws (CheckFailed; Inconclusive when the machine was too slow to tell). Rounds sent
+ * while B starts are judged after every other check, so that a server those catch is
+ * told their reason.
+ */
+type Judge = () => Promise<void>;
+
+/**
+ * Gives `judge`'s verdict; when it is Inconclusive, makes the round again (`again`) and
+ * judges that, up to TIMED_TRIES rounds in all.
+ * @throws the last round's CheckFailed or Inconclusive
+ */
+async function settled(judge: Judge, again: () => Promise<Judge>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await judge();
+      return;
+    } catch (err) {
+      if (!(err instanceof Inconclusive) || attempt >= TIMED_TRIES) throw err;
+      judge = await again();
+    }
+  }
+}
+
+/**
+ * When the whole-second probe's first request is sent, in ms past a second of the wall
+ * clock: half a second, so that the first request has as long to be answered within its
+ * second as the retry, sent just after the whole second a window later, has to be answered
+ * within the window (half a second less than a window after the first request).
+ */
+const WHOLE_SECOND_FIRST_AT_MS = 500;
+
+/** How long after the whole second a window after the first answer's second the whole-second probe's retry is sent, in ms: past it on any clock. */
+const WHOLE_SECOND_PAST_MS = 20;
+
+/**
+ * The whole-second probe, on A: a keyless body sent WHOLE_SECOND_FIRST_AT_MS past a
+ * second of the wall clock (epoch time, which the server reads too), then again
+ * WHOLE_SECOND_PAST_MS after the whole second WINDOW_S s after the second its first answer
+ * came in (so after the same whole second counted from the first request's own second,
+ * wherever the server took its time). A server that measures a record's age from its time
+ * cut to the whole second reads the record more than a window old then, and pays again
+ * every time, whatever the phase of the clock; the retry is half a second less than a
+ * window after the first request, so a correct server replays. Judged (later) as any
+ * keyless retry (expectKeylessReplay), with the window as a bound only: a failure answered a
+ * window or more after the first request was sent (a first answer that came in the next
+ * second, say) is Inconclusive and the round is made again (settled).
+ * @returns the round's judge: CheckFailed naming the two times, with a note when the retry paid anew
+ */
+async function wholeSecondRound(ctx: LiveContext, a: ServerInstance): Promise<Judge> {
+  const body = ctx.data.payment();
+  await delay((WHOLE_SECOND_FIRST_AT_MS - (Date.now() % 1000) + 1000) % 1000);
+  const sentAt = Date.now();
+  const sent = performance.now();
+  const first = await ctx.pay(a, { body });
+  const retryAt = Math.floor(Date.now() / 1000) * 1000 + WINDOW_S * 1000 + WHOLE_SECOND_PAST_MS;
+  await delay(Math.max(0, retryAt - Date.now()));
+  const retrySentAt = Date.now();
+  const retry = await ctx.pay(a, { body });
+  const answered = performance.now();
+  const part = t('step.15.part.wholeSecond', { first: sentAt % 1000, ms: retrySentAt - sentAt, retry: retrySentAt % 1000, window: WINDOW_S });
+  return () =>
+    inPart(part, async () => {
+      expectStatus(first, 201, t('step.15.first'), t('step.15.first.why'));
+      expectUnmarked(first, t('step.15.what.first'));
+      try {
+        answeredInWindow(answered - sent, () => expectKeylessReplay(ctx, a, body, first, retry, a));
+      } catch (err) {
+        throw paidAnew(first, retry) ? withNote(err, t('step.15.wholeSecond', { ms: retrySentAt - sentAt, window: WINDOW_S, cut: sentAt % 1000 })) : err;
+      }
+    });
+}
+
+/**
+ * The retry from another client address, on A: a keyless body sent as usual (from
+ * 127.0.0.1), then at once from SECOND_CLIENT_ADDRESS (the sandbox relay's second socket,
+ * or bound unsandboxed, as step 02 sends a keyed retry): the same user and body, so the
+ * same payment (a derived key that names the client's address pays it twice). Where the
+ * address could not be used unsandboxed, the retry came from 127.0.0.1 and a warning says
+ * so; behind a relay whose second socket is gone (the server beside it most likely removed
+ * it), the verdict is Inconclusive, never a pass.
+ * @returns the round's judge: CheckFailed naming the address, with a note when the retry paid anew
+ */
+async function otherClientRound(ctx: LiveContext, a: ServerInstance): Promise<Judge> {
+  const body = ctx.data.payment();
+  const sent = performance.now();
+  const first = await ctx.pay(a, { body });
+  const retrySent = performance.now();
+  const retry = await ctx.pay(a, { body, client: 'second' });
+  const answered = performance.now();
+  return async () => {
+    if (retry.client?.relayMissing) throw new Inconclusive(t('step.15.noSecondSocket', { address: SECOND_CLIENT_ADDRESS }));
+    const fallback = retry.client?.fallback;
+    if (fallback !== undefined) ctx.warn(t('step.15.noSecondClient', { address: SECOND_CLIENT_ADDRESS, why: fallback }));
+    const part =
+      fallback === undefined
+        ? t('step.15.part.otherClient', { address: SECOND_CLIENT_ADDRESS, ms: Math.round(retrySent - sent) })
+        : t('step.15.part.otherClientFallback', { address: SECOND_CLIENT_ADDRESS, why: fallback });
+    await inPart(part, async () => {
+      expectStatus(first, 201, t('step.15.first'), t('step.15.first.why'));
+      try {
+        answeredInWindow(answered - sent, () => expectKeylessReplay(ctx, a, body, first, retry, a));
+      } catch (err) {
+        throw paidAnew(first, retry) && fallback === undefined ? withNote(err, t('step.15.otherClient', { address: SECOND_CLIENT_ADDRESS })) : err;
+      }
+    });
+  };
+}
+
+/**
+ * The retry on A of a keyless payment made on B, B's process started a window or more
+ * after A's (`started`: how much later, in s, as said): sent at once, within the window,
+ * so it must replay. A keyless record stamped on a clock that starts with its process (a
+ * monotonic clock) reads as much older on A as B is younger, past the window, and pays
+ * again (the other way round, a record of A's reads young on B, from the future).
+ * @returns the round's judge: CheckFailed naming B's start, with a note when the retry paid anew
+ */
+async function laterPodRound(ctx: LiveContext, a: ServerInstance, b: ServerInstance, started: string): Promise<Judge> {
+  const body = ctx.data.payment();
+  const sent = performance.now();
+  const first = await ctx.pay(b, { body });
+  const retrySent = performance.now();
+  const retry = await ctx.pay(a, { body });
+  const answered = performance.now();
+  const ms = Math.round(retrySent - sent);
+  return () =>
+    inPart(t('step.15.part.laterPod', { ms, started }), async () => {
+      expectStatus(first, 201, t('step.15.first'), t('step.15.first.why'));
+      try {
+        answeredInWindow(answered - sent, () => expectKeylessReplay(ctx, a, body, first, retry, a, 1, 1, b));
+      } catch (err) {
+        throw paidAnew(first, retry) ? withNote(err, t('step.15.laterPod', { ms, started, window: WINDOW_S })) : err;
+      }
+    });
+}
+
 /**
  * Step 15 (advanced track): keyless clients, the essay's migration mode. With
  * IDEM_KEYLESS_WINDOW_S set (WINDOW_S here), a request without an Idempotency-Key is
@@ -467,7 +624,15 @@ async function payAt(ctx: LiveContext, server: ServerInstance, body: { user: str
  * number is caught. What it cannot catch: a derived key whose text is stored nowhere the
  * grader reads (hashed again before it is kept, say) and yet meets a client's key that
  * hashes alike. The audit counts keyless 201s with one body and payment_id as one payment
- * (LiveContext.keylessGrouping).
+ * (LiveContext.keylessGrouping). B is started a window after A (as step 11 starts its B a
+ * TTL later), and three more rounds, made on A while B starts or after the checks above
+ * and judged after all of them (so that a server those catch is told their reason): a body
+ * paid on B and sent again on A at once must replay (laterPodRound: a record's time counted
+ * from its process's start reads past the window on A); a body sent half a second past a
+ * second of the wall clock and again just after the whole second a window later must replay
+ * (wholeSecondRound: a record's age on a clock of whole seconds reads past the window); and
+ * a keyless retry from the second client address, 127.3.4.5, must replay (otherClientRound:
+ * a derived key that names the client's address pays it twice).
  */
 export const step: Step = {
   id: '15',
@@ -479,10 +644,8 @@ export const step: Step = {
   async live(ctx: LiveContext) {
     ctx.keylessGrouping = 'same-answer';
     const env = { IDEM_KEYLESS_WINDOW_S: String(WINDOW_S) };
-    // A and B: two pods with the window on the check's database, started together. C runs
-    // without the variable, on a database of its own: keyless requests are refused there.
-    const startedA = ctx.startServer({ env, label: 'A', priority: 2000 });
-    const startedB = ctx.startServer({ env, ownCopy: true, label: 'B', priority: 2000 });
+    // A and B: two pods with the window on the check's database, B started a window after
+    // A. C runs without the variable, on a database of its own: keyless requests are refused there.
     const startedC = ctx.startServer({ ownDatabase: true, label: 'C', priority: 100 });
     const pending: Array<Promise<unknown>> = [];
     /** Keeps `p` to be waited for before the check ends; its failure is judged where it is awaited, not reported as unhandled before. */
@@ -491,14 +654,32 @@ export const step: Step = {
       pending.push(p);
       return p;
     };
-    kept(startedA);
-    kept(startedB);
     kept(startedC);
+    const ended = new AbortController();
     try {
-      const [a, b] = await Promise.all([startedA, startedB]);
+      const a = await kept(ctx.startServer({ env, label: 'A', priority: 2000 }));
+      const aUp = performance.now();
+      // B, a second pod on A's database, is started a window (and B_AFTER_A_MS) after A is
+      // up, as step 11 starts its B a TTL later: its process is younger than A's by more than
+      // a window, so a keyless record's time counted from its process's start reads past the
+      // window on A (laterPodRound).
+      let bSpawned = aUp;
+      const startedB = kept(
+        delay(WINDOW_S * 1000 + B_AFTER_A_MS, undefined, { signal: ended.signal }).then(() => {
+          bSpawned = performance.now();
+          return ctx.startServer({ env, ownCopy: true, label: 'B', priority: 2000 });
+        }),
+      );
       // An older payment without a record, as in step 14: a keyless payment's id is then not
       // its record's row number (a Location built from that is caught by keylessLink).
       seedOlderPayment(ctx, a);
+      // While B waits to start, on A: the whole-second probe and the retry from a second
+      // client address, each with a body of its own, judged after every other check.
+      const early = kept(Promise.all([wholeSecondRound(ctx, a), otherClientRound(ctx, a)]));
+      const b = await startedB;
+      const startedS = ((bSpawned - aUp) / 1000).toFixed(1);
+      // The timed round begins once the early rounds are over: their requests do not slow its own.
+      const [judgeWholeSecond, judgeOtherClient] = await early;
       // The timed round, made again with new bodies when the machine was too slow to keep
       // its times (judgedInWindow): a verdict on the server, never on the machine's load.
       const timedRound = async (): Promise<void> => {
@@ -573,13 +754,12 @@ export const step: Step = {
         // A pair whose body paid anew while another pair, sent again as soon, got its first
         // response back: said as what a window tied to the clock does, beside the replay
         // that did not happen.
-        const idOf = (e: Exchange): unknown => (responseJson(e) as { payment_id?: unknown } | undefined)?.payment_id;
         const givenPair = async (i: number): Promise<void> => {
           const err = await pairVerdicts[i];
           if (err === undefined) return;
           const [{ exchange: firstOf }, { exchange: retry }] = await Promise.all([pairs[i].first, pairs[i].retry]);
           const replayed = (await Promise.all(pairVerdicts)).findIndex((v) => v === undefined);
-          if (!(err instanceof CheckFailed) || retry.status !== 201 || idOf(retry) === idOf(firstOf) || replayed < 0) throw err;
+          if (!(err instanceof CheckFailed) || retry.status !== 201 || paymentIdOf(retry) === paymentIdOf(firstOf) || replayed < 0) throw err;
           const [{ sent }, { sent: resent }] = await Promise.all([pairs[replayed].first, pairs[replayed].retry]);
           const note = t('step.15.bucket', { n: replayed + 1, count: SPREAD_BODIES, ms: Math.round(resent - sent) });
           throw new CheckFailed(err.message, err.why, { ...err.evidence, details: [...(err.evidence.details ?? []), note] });
@@ -628,9 +808,16 @@ export const step: Step = {
       await keylessRace(ctx, a);
       await recordKeyProbe(ctx, a);
       await expectKeylessSwept(ctx, a);
+      // Last, so that a server the checks above catch is told their reason: a payment on B
+      // (the younger process) retried on A, the whole-second probe, the second client's retry.
+      await settled(await laterPodRound(ctx, a, b, startedS), () => laterPodRound(ctx, a, b, startedS));
+      await settled(judgeWholeSecond, () => wholeSecondRound(ctx, a));
+      await settled(judgeOtherClient, () => otherClientRound(ctx, a));
       return t('step.15.pass', { size: RACE_SIZE, window: WINDOW_S });
     } finally {
-      // Every start and every request is over before the check ends, so that the engine stops what came up.
+      // A start not begun yet is not begun; every other start and every request is over
+      // before the check ends, so that the engine stops what came up.
+      ended.abort();
       await Promise.allSettled(pending);
     }
   },
