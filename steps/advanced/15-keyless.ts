@@ -79,7 +79,7 @@ function keylessRows(ctx: LiveContext, server: ServerInstance, body: { user: str
 
 /** How many charges of this body the provider's statement holds. */
 function chargesOf(ctx: LiveContext, server: ServerInstance, body: { user: string; amount: number }): number {
-  return (ctx.charges(server) ?? []).filter((c) => c.user === body.user && c.amount === body.amount).length;
+  return ctx.chargesFor(body, server).length;
 }
 
 /** How many times the timed round is made before a machine too slow to keep its times is reported (Inconclusive). */
@@ -98,7 +98,7 @@ const TIMED_TRIES = 3;
  * from the first charge, since a server may begin its window at the claim, before charging.
  */
 function judgedInWindow(ctx: LiveContext, server: ServerInstance, body: { user: string; amount: number }, err: unknown, from = 0, sentAtMs?: number): unknown {
-  const at = (ctx.charges(server) ?? []).filter((c) => c.user === body.user && c.amount === body.amount).map((c) => Date.parse(c.at)).slice(from);
+  const at = ctx.chargesFor(body, server).map((c) => Date.parse(c.at)).slice(from);
   // The server's window began no earlier than the body reached it: when the round's sending
   // time is known (requests sent at once), from then, for a server may start its window at
   // the claim, before the first charge (the reference under load: charges 505 ms apart, the
@@ -180,7 +180,7 @@ async function keylessRace(ctx: LiveContext, server: ServerInstance): Promise<vo
   }
   let paid: Exchange[];
   try {
-    const charges = (ctx.charges(server) ?? []).filter((c) => c.user === body.user && c.amount === body.amount);
+    const charges = ctx.chargesFor(body, server);
     const rows = keylessRows(ctx, server, body);
     if (charges.length > 1 || rows.length > 1) {
       throw new CheckFailed(t('step.15.raceDoubled', { size: RACE_SIZE, charges: charges.length, rows: rows.length }), t('step.15.race.why'), {
