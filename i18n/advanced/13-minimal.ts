@@ -9,6 +9,8 @@ export const en = {
   'step.13.stored': '{where} holds the first response\'s charged_at ({chargedAt}), {how}: only the ledger may hold it.',
   'step.13.inTable': 'Table {table}, column {column}, row {row}',
   'step.13.inFile': 'The file {file} beside the database',
+  'step.13.inWritten': 'The file {file}, which a server wrote,',
+  'step.13.inWrittenTable': 'In the database {file} that a server wrote, table {table}, column {column}, row {row}',
   'step.13.inCells': 'Table {table}, columns {columns} read together, row {row}',
   'step.13.how.local': 'in the servers\' local time ({zone})',
   'step.13.how.pickled': 'as a pickled Python datetime',
@@ -18,8 +20,8 @@ export const en = {
   'step.13.how.julian': 'as a julian day',
   'step.13.how.encoded': 'once {how} is undone',
   'step.13.found': '{table}.{column}, row {row} ({bytes} bytes): {how}',
-  'step.13.pass': 'Both replays of a payment with a key and of one without, on A and on another server, equalled the first responses; none of the {cells} values in {tables} tables besides the ledger\'s own columns, and none of the {files} files the servers wrote beside the database, holds their charged_at ({chargedAt}) other than as a record\'s own time, in any common encoding.',
-  'step.13.passKeyed': 'The replays of a payment with a key, on A and on another server, equalled the first response; none of the {cells} values in {tables} tables besides the ledger\'s own columns, and none of the {files} files the servers wrote beside the database, holds its charged_at ({chargedAt}) other than as a record\'s own time, in any common encoding.',
+  'step.13.pass': 'Both replays of a payment with a key and of one without, on A and on another server, equalled the first responses; none of the {cells} values in {tables} tables besides the ledger\'s own columns, and none of the {files} files the servers wrote in the folders they may write (beside the database, in their HOME and /tmp), holds their charged_at ({chargedAt}) other than as a record\'s own time, in any common encoding.',
+  'step.13.passKeyed': 'The replays of a payment with a key, on A and on another server, equalled the first response; none of the {cells} values in {tables} tables besides the ledger\'s own columns, and none of the {files} files the servers wrote in the folders they may write (beside the database, in their HOME and /tmp), holds its charged_at ({chargedAt}) other than as a record\'s own time, in any common encoding.',
   'step.13.keylessLater': 'The payment without a key was refused (400): keyless payments come in step 15, and this step looks at their records once the server makes them.',
 } as const;
 
@@ -34,6 +36,8 @@ export const ko: Record<keyof typeof en, string> = {
   'step.13.stored': '{where}에 첫 응답의 charged_at({chargedAt})이 들어 있습니다({how}). 그 값은 원장에만 있어야 합니다.',
   'step.13.inTable': '{table} 테이블의 {column} 열, {row}번째 행',
   'step.13.inFile': '데이터베이스 옆의 파일 {file}',
+  'step.13.inWritten': '서버가 쓴 파일 {file}',
+  'step.13.inWrittenTable': '서버가 쓴 데이터베이스 {file}의 {table} 테이블 {column} 열, {row}번째 행',
   'step.13.inCells': '{table} 테이블의 {columns} 열을 이어 읽은 {row}번째 행',
   'step.13.how.local': '서버의 현지 시각({zone})으로',
   'step.13.how.pickled': '피클된 파이썬 datetime으로',
@@ -43,8 +47,8 @@ export const ko: Record<keyof typeof en, string> = {
   'step.13.how.julian': '율리우스일로',
   'step.13.how.encoded': '{how} 디코딩 후',
   'step.13.found': '{table}.{column}, {row}번째 행({bytes}바이트): {how}',
-  'step.13.pass': '키가 있는 결제와 없는 결제의 재생이 A와 다른 서버 모두에서 첫 응답과 같았습니다. 원장 자체의 열을 뺀 테이블 {tables}개의 값 {cells}개에도, 서버가 데이터베이스 옆에 쓴 파일 {files}개에도 charged_at({chargedAt})은 그대로든 흔한 인코딩으로든 들어 있지 않았습니다(기록 자신의 시각으로 든 것은 빼고).',
-  'step.13.passKeyed': '키가 있는 결제의 재생이 A와 다른 서버 모두에서 첫 응답과 같았습니다. 원장 자체의 열을 뺀 테이블 {tables}개의 값 {cells}개에도, 서버가 데이터베이스 옆에 쓴 파일 {files}개에도 charged_at({chargedAt})은 그대로든 흔한 인코딩으로든 들어 있지 않았습니다(기록 자신의 시각으로 든 것은 빼고).',
+  'step.13.pass': '키가 있는 결제와 없는 결제의 재생이 A와 다른 서버 모두에서 첫 응답과 같았습니다. 원장 자체의 열을 뺀 테이블 {tables}개의 값 {cells}개에도, 서버가 쓸 수 있는 폴더(데이터베이스 옆, HOME, /tmp)에 쓴 파일 {files}개에도 charged_at({chargedAt})은 그대로든 흔한 인코딩으로든 들어 있지 않았습니다(기록 자신의 시각으로 든 것은 빼고).',
+  'step.13.passKeyed': '키가 있는 결제의 재생이 A와 다른 서버 모두에서 첫 응답과 같았습니다. 원장 자체의 열을 뺀 테이블 {tables}개의 값 {cells}개에도, 서버가 쓸 수 있는 폴더(데이터베이스 옆, HOME, /tmp)에 쓴 파일 {files}개에도 charged_at({chargedAt})은 그대로든 흔한 인코딩으로든 들어 있지 않았습니다(기록 자신의 시각으로 든 것은 빼고).',
   'step.13.keylessLater': '키 없는 결제는 거절(400)되었습니다. 키 없는 결제는 15단계에서 만들고, 서버가 그 결제를 받기 시작하면 이 단계가 그 기록도 봅니다.',
 };
 
@@ -59,6 +63,8 @@ export const zh: Record<keyof typeof en, string> = {
   'step.13.stored': '{where}存着第一次响应的 charged_at（{chargedAt}，{how}）：它只应该在账本里。',
   'step.13.inTable': '表 {table} 的 {column} 列第 {row} 行',
   'step.13.inFile': '数据库旁边的文件 {file}',
+  'step.13.inWritten': '服务器写下的文件 {file}',
+  'step.13.inWrittenTable': '服务器写下的数据库 {file} 中表 {table} 的 {column} 列第 {row} 行',
   'step.13.inCells': '表 {table} 第 {row} 行的 {columns} 列连起来读',
   'step.13.how.local': '按服务器的本地时间（{zone}）',
   'step.13.how.pickled': '以 pickle 序列化的 Python datetime 形式',
@@ -68,7 +74,7 @@ export const zh: Record<keyof typeof en, string> = {
   'step.13.how.julian': '以儒略日形式',
   'step.13.how.encoded': '解开 {how} 之后',
   'step.13.found': '{table}.{column} 第 {row} 行（{bytes} 字节）：{how}',
-  'step.13.pass': '带键和不带键的支付，在 A 和另一台服务器上的重放都等于第一次响应；除账本自己的列之外，{tables} 张表里的 {cells} 个值和服务器在数据库旁边写的 {files} 个文件，用常见编码解开后也都没有它们的 charged_at（{chargedAt}），除非那是记录自己的时间。',
-  'step.13.passKeyed': '带键的支付在 A 和另一台服务器上的重放都等于第一次响应；除账本自己的列之外，{tables} 张表里的 {cells} 个值和服务器在数据库旁边写的 {files} 个文件，用常见编码解开后也都没有它的 charged_at（{chargedAt}），除非那是记录自己的时间。',
+  'step.13.pass': '带键和不带键的支付，在 A 和另一台服务器上的重放都等于第一次响应；除账本自己的列之外，{tables} 张表里的 {cells} 个值和服务器在它们可写的文件夹（数据库旁边、HOME 和 /tmp）里写的 {files} 个文件，用常见编码解开后也都没有它们的 charged_at（{chargedAt}），除非那是记录自己的时间。',
+  'step.13.passKeyed': '带键的支付在 A 和另一台服务器上的重放都等于第一次响应；除账本自己的列之外，{tables} 张表里的 {cells} 个值和服务器在它们可写的文件夹（数据库旁边、HOME 和 /tmp）里写的 {files} 个文件，用常见编码解开后也都没有它的 charged_at（{chargedAt}），除非那是记录自己的时间。',
   'step.13.keylessLater': '不带键的支付被拒绝（400）：无键支付在第 15 步才做，服务器开始接受它们之后，这一步也会检查它们的记录。',
 };
