@@ -19,7 +19,7 @@ import { SchedWatch, StarveMeter, starvedFor } from './sched.js';
 import { checkTimeouts } from './http.js';
 import type { Exchange, KeylessGrouping, LedgerRow } from './types.js';
 import { labelledOutput } from './printed.js';
-import { readWritten, type WrittenFile, type WrittenLimits } from './written-files.js';
+import { readWritten, type WrittenLimits, type WrittenRead } from './written-files.js';
 
 export type { Charge } from './statement.js';
 
@@ -385,9 +385,10 @@ export class LiveContext {
    * `-journal`) and its provider's statement, and hard links to the workspace image's
    * files; the learner's own entries at the top of each working folder (placeholders
    * under a sandbox) are read last.
-   * @returns the files read; `root` of each is its pod's folder or its database's folder
+   * @returns the files read (`root` of each is its pod's folder or its database's folder),
+   *   and `cut` when a bound left something unread (see readWritten)
    */
-  writtenFiles(limits: WrittenLimits): WrittenFile[] {
+  writtenFiles(limits: WrittenLimits): WrittenRead {
     const databases = [this.mainDatabase, ...this.databaseOf.values(), ...this.pods.map((p) => p.database)];
     const own = new Set(databases.flatMap((db) => [db.dbPath, `${db.dbPath}-wal`, `${db.dbPath}-shm`, `${db.dbPath}-journal`, db.providerLog]));
     const folders = this.pods.map((p) => p.folder);

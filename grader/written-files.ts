@@ -29,6 +29,13 @@ export interface WrittenFile {
   bytes: Buffer;
 }
 
+/** What readWritten read, and whether a bound stopped it before it read all it was to read first (anything but the `later` folders). */
+export interface WrittenRead {
+  files: WrittenFile[];
+  /** The bound that left something unread outside the `later` folders: `files`, `bytes` (a file read only in part, or the total), `entries` or `depth`; undefined when nothing was. */
+  cut?: 'files' | 'bytes' | 'entries' | 'depth';
+}
+
 /** The bounds of readWritten. */
 export interface WrittenLimits {
   /** Regular files read, at most. */
@@ -52,16 +59,23 @@ export interface WrittenLimits {
  * inode is among `skipInodes` (a hard link to a file of the grader's), is passed over.
  * A root that is not a folder (or is a link) is passed over. Never throws for what is
  * under the roots: an entry that vanishes or changes kind is passed over.
- * @returns the files read, in the order found
+ * @returns the files read, in the order found, and `cut` when a bound left something
+ *   unread before the `later` folders (so a caller can refuse to judge what it did not read)
  */
 export function readWritten(
   roots: readonly string[],
   limits: WrittenLimits,
   options: { skip?: (full: string, stat: fs.Stats) => boolean; later?: (full: string) => boolean; skipInodes?: ReadonlySet<number> } = {},
-): WrittenFile[] {
+): WrittenRead {
   const files: WrittenFile[] = [];
   let total = 0;
   let entries = 0;
+  let cut: WrittenRead['cut'];
+  /** Whether the folders read now are `later` ones, whose cuts are not reported. */
+  let deferredPhase = false;
+  const cutBy = (bound: NonNullable<WrittenRead['cut']>) => {
+    if (!deferredPhase) cut ??= bound;
+  };
   const deferred: Array<{ fd: number; full: string; root: string; depth: number }> = [];
   const full = () => files.length >= limits.files || total >= limits.totalBytes || entries >= limits.entries;
 
@@ -86,7 +100,10 @@ export function readWritten(
       return;
     }
     for (const name of names) {
-      if (full()) return;
+      if (full()) {
+        cutBy(files.length >= limits.files ? 'files' : total >= limits.totalBytes ? 'bytes' : 'entries');
+        return;
+      }
       entries++;
       const from = `/proc/self/fd/${dirFd}/${name}`;
       const host = path.join(dir, name);
@@ -98,8 +115,11 @@ export function readWritten(
       }
       // A link, FIFO, socket or device: never opened.
       if (!stat.isFile() && !stat.isDirectory()) continue;
-      if (stat.isDirectory() && depth >= limits.depth) continue;
       if (options.skip?.(host, stat)) continue;
+      if (stat.isDirectory() && depth >= limits.depth) {
+        cutBy('depth');
+        continue;
+      }
       if (stat.isFile() && (stat.size === 0 || options.skipInodes?.has(stat.ino))) continue;
       let fd: number;
       try {
@@ -118,6 +138,7 @@ export function readWritten(
         } else if (opened.isFile() && stat.isFile() && opened.ino === stat.ino && !options.skipInodes?.has(opened.ino)) {
           const bytes = readFile(fd, opened.size);
           total += bytes.length;
+          if (bytes.length < opened.size) cutBy('bytes');
           if (bytes.length > 0) files.push({ path: host, rel: path.relative(root, host), root, size: opened.size, bytes });
         }
         // Anything else was swapped in after the lstat: passed over, unread.
@@ -130,7 +151,10 @@ export function readWritten(
   };
 
   for (const root of roots) {
-    if (full()) break;
+    if (full()) {
+      cutBy(files.length >= limits.files ? 'files' : total >= limits.totalBytes ? 'bytes' : 'entries');
+      break;
+    }
     let fd: number;
     try {
       fd = fs.openSync(root, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_DIRECTORY);
@@ -144,6 +168,7 @@ export function readWritten(
     }
   }
   // The deferred folders, each still open: what is in them now, reached through them.
+  deferredPhase = true;
   while (deferred.length > 0) {
     const next = deferred.shift()!;
     try {
@@ -152,5 +177,5 @@ export function readWritten(
       fs.closeSync(next.fd);
     }
   }
-  return files;
+  return { files, cut };
 }

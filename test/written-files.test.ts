@@ -34,13 +34,14 @@ test('a link planted in a writable folder, to a host file or folder, is never re
     fs.symlinkSync(path.join(host.dir, 'dir'), path.join(tmp, 'dirlink'));
     fs.symlinkSync(host.dir, path.join(pod.dir, 'home'));
     execFileSync('mkfifo', [path.join(tmp, 'fifo')]);
-    const files = readWritten([pod.dir], LIMITS);
+    const { files, cut } = readWritten([pod.dir], LIMITS);
+    assert.equal(cut, undefined);
     assert.deepEqual(files.map((f) => f.rel), [path.join('tmp-A-40001', 'own.txt')]);
     assert.ok(files.every((f) => !f.bytes.toString('latin1').includes('host')), 'no byte of a host file was read');
     // The root itself a link: not read either.
     const linkRoot = path.join(pod.dir, 'root-link');
     fs.symlinkSync(host.dir, linkRoot);
-    assert.deepEqual(readWritten([linkRoot], LIMITS), []);
+    assert.deepEqual(readWritten([linkRoot], LIMITS).files, []);
     // And 13 finds nothing in what it read.
     const cells = writtenCells(files, path.join(pod.dir, 'ws'), new Set());
     assert.deepEqual(findHidden(cells, CHARGED_AT, timestampForms(CHARGED_AT)), []);
@@ -58,13 +59,21 @@ test('readWritten stays within its bounds of files, bytes and depth, and passes 
     for (let i = 0; i < 10; i++) deep = path.join(deep, `d${i}`);
     fs.mkdirSync(deep, { recursive: true });
     fs.writeFileSync(path.join(deep, 'deep.txt'), 'deep');
-    const few = readWritten([pod.dir], { ...LIMITS, files: 3 });
-    assert.equal(few.length, 3);
-    const small = readWritten([pod.dir], { ...LIMITS, fileBytes: 100, totalBytes: 250 });
-    assert.deepEqual(small.map((f) => f.bytes.length), [100, 100, 50]);
-    assert.ok(small.every((f) => f.size === 1000));
-    assert.ok(!readWritten([pod.dir], LIMITS).some((f) => f.rel.endsWith('deep.txt')), 'past the depth bound: not read');
-    assert.ok(!readWritten([pod.dir], LIMITS, { skip: (full) => path.basename(full) === 'f0' }).some((f) => f.rel === 'f0'));
+    // The deep folder read last, so that the cut of each bound is the one reported.
+    const last = { later: (full: string) => path.basename(full) === 'd0' };
+    const few = readWritten([pod.dir], { ...LIMITS, files: 3 }, last);
+    assert.equal(few.files.length, 3);
+    assert.equal(few.cut, 'files');
+    const small = readWritten([pod.dir], { ...LIMITS, fileBytes: 100, totalBytes: 250 }, last);
+    assert.deepEqual(small.files.map((f) => f.bytes.length), [100, 100, 50]);
+    assert.ok(small.files.every((f) => f.size === 1000));
+    assert.equal(small.cut, 'bytes');
+    const all = readWritten([pod.dir], LIMITS);
+    assert.ok(!all.files.some((f) => f.rel.endsWith('deep.txt')), 'past the depth bound: not read');
+    assert.equal(all.cut, 'depth');
+    // What is cut in a folder read last (the learner's own) is not reported.
+    assert.equal(readWritten([pod.dir], LIMITS, last).cut, undefined);
+    assert.ok(!readWritten([pod.dir], LIMITS, { skip: (full) => path.basename(full) === 'f0' }).files.some((f) => f.rel === 'f0'));
   } finally {
     pod.remove();
   }
@@ -79,7 +88,7 @@ test('writtenCells reads a sqlite file a server wrote as a database, named as th
     db.exec('CREATE TABLE replay (payment_id INTEGER PRIMARY KEY, body TEXT)');
     db.prepare('INSERT INTO replay VALUES (7, ?)').run(JSON.stringify({ payment_id: 7, charged_at: CHARGED_AT }));
     db.close();
-    const cells = writtenCells(readWritten([pod.dir], LIMITS), path.join(pod.dir, 'ws'), new Set());
+    const cells = writtenCells(readWritten([pod.dir], LIMITS).files, path.join(pod.dir, 'ws'), new Set());
     const [found] = findHidden(cells, CHARGED_AT, timestampForms(CHARGED_AT));
     assert.equal(found.cell.file, '/tmp/replay.sqlite');
     assert.equal(`${found.cell.table}.${found.cell.column}#${found.cell.row}`, 'replay.body#1');

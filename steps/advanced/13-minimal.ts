@@ -295,10 +295,12 @@ export const REPLAY_GAP_MS = 10;
  * keyed record alone, its pass message says so), each on A is retried on A and on B (a pod with a copy of its own: nothing of
  * A's memory or files), each retry must replay it exactly, and then every cell of the
  * sqlite file but the contract's columns of the ledger and refunds (PAYMENT_COLUMNS) is
- * read (read-only, bounded: grader/tables.ts), and every file the servers created beside
- * the database (LiveContext.createdBeside): none may hold the first response's charged_at,
+ * read (read-only, bounded: grader/tables.ts), and every file the servers wrote in the
+ * folders they may write (LiveContext.writtenFiles: beside the database, their HOME and
+ * /tmp; a sqlite file as a database, writtenCells): none may hold the first response's charged_at,
  * as it is, as its digits, epoch milliseconds, a julian day, its digits in the servers'
- * local wall time or a pickled datetime, or under base64, hex, zlib or gzip, nor split
+ * local wall time or a pickled datetime, or under base64, hex, base85, zlib, gzip, bzip2
+ * or xz (expandXz), nor split
  * across the cells of a row (copiesOf), but as a record's own time (ownTime: a cell that is nothing but a time, the
  * only one of its row) (the essay: store the status and a
  * pointer to the result, and let the ledger be the one copy of the payment;
@@ -344,7 +346,12 @@ export const step: Step = {
       ctx.ledger(a);
       const dbPath = ctx.database(a).dbPath;
       cells = readCells(dbPath, [], PAYMENT_COLUMNS);
-      const written = ctx.writtenFiles(WRITTEN_LIMITS);
+      const { files: written, cut } = ctx.writtenFiles(WRITTEN_LIMITS);
+      // What the grader did not read, it cannot clear: a record needs no such pile of files.
+      if (cut !== undefined) {
+        const { files: most, totalBytes, entries, depth } = WRITTEN_LIMITS;
+        throw new CheckFailed(t('step.13.tooMuch', { files: most, mib: totalBytes / 1024 / 1024, entries, depth }), t('step.13.tooMuch.why'), { exchanges: [first, retry, elsewhere] });
+      }
       const beside = new Set<string>();
       files = writtenCells(written, path.dirname(dbPath), beside);
       fileCount = written.length;
