@@ -19,6 +19,7 @@ import { SchedWatch, StarveMeter, starvedFor } from './sched.js';
 import { checkTimeouts } from './http.js';
 import type { Exchange, KeylessGrouping, LedgerRow } from './types.js';
 import { labelledOutput } from './printed.js';
+import { readWritten, type WrittenLimits, type WrittenRead } from './written-files.js';
 
 export type { Charge } from './statement.js';
 
@@ -373,6 +374,33 @@ export class LiveContext {
       .filter((entry) => !own.has(entry) && !learners.has(entry))
       .map((entry) => path.join(folder, entry))
       .sort();
+  }
+
+  /**
+   * Every regular file the servers wrote in the folders they may write (a sandbox's
+   * writable binds: each pod's folder with its HOME, its /tmp and its working folder, and
+   * each database's folder), read as written-files.ts reads (never through a link, only
+   * regular files, reached through the folder above each opened O_NOFOLLOW), within
+   * `limits`. Passed over: every database of the check (IDEM_DB, its `-wal`, `-shm` and
+   * `-journal`) and its provider's statement, and hard links to the workspace image's
+   * files; the learner's own entries at the top of each working folder (placeholders
+   * under a sandbox) are read last.
+   * @returns the files read (`root` of each is its pod's folder or its database's folder),
+   *   and `cut` when a bound left something unread (see readWritten)
+   */
+  writtenFiles(limits: WrittenLimits): WrittenRead {
+    const databases = [this.mainDatabase, ...this.databaseOf.values(), ...this.pods.map((p) => p.database)];
+    const own = new Set(databases.flatMap((db) => [db.dbPath, `${db.dbPath}-wal`, `${db.dbPath}-shm`, `${db.dbPath}-journal`, db.providerLog]));
+    const folders = this.pods.map((p) => p.folder);
+    const roots = [...new Set([...this.pods.flatMap((p) => [path.dirname(p.folder), path.dirname(p.database.dbPath), path.dirname(p.database.providerLog)])])];
+    // A root inside another root is read with it.
+    const top = roots.filter((root) => !roots.some((other) => other !== root && root.startsWith(other + path.sep)));
+    const learners = new Set(this.image?.top.map((e) => e.name) ?? []);
+    return readWritten(top, limits, {
+      skip: (full) => own.has(full),
+      later: (full) => folders.includes(path.dirname(full)) && learners.has(path.basename(full)),
+      skipInodes: this.image?.inodes,
+    });
   }
 
   /** The check's own database, the one every instance shares unless started with ownDatabase. */

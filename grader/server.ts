@@ -629,15 +629,19 @@ function passedThrough(env: NodeJS.ProcessEnv): Record<string, string> {
  * The whole environment of a server instance (nothing else of the grader's is passed on:
  * no tokens, no GITHUB_*, no cloud credentials): PATH, HOME (an empty folder beside
  * IDEM_DB), LANG, LC_*, TZ (StartOptions.timeZone when given), USER, LOGNAME, SHELL and
- * TERM, the track's own variables (StartOptions.env), and the contract's variables.
+ * TERM, the track's own variables (StartOptions.env), and the contract's variables; and,
+ * when `tmp` is given (a server outside a sandbox, whose /tmp is the machine's), TMPDIR:
+ * the instance's own temporary folder, the one a sandbox shows as /tmp, so that what a
+ * server keeps in its temporary folder stays among the files the checks read.
  */
-export function serverEnv(options: StartOptions, port: number, home: string): Record<string, string> {
+export function serverEnv(options: StartOptions, port: number, home: string, tmp?: string): Record<string, string> {
   return {
     ...passedThrough(process.env),
     ...(options.timeZone === undefined ? {} : { TZ: options.timeZone }),
     ...options.env,
     PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin',
     HOME: home,
+    ...(tmp === undefined ? {} : { TMPDIR: tmp }),
     ...contractEnv({ port, dbPath: options.dbPath, providerLog: options.providerLog ?? path.join(path.dirname(options.dbPath), 'provider.log'), chargeMs: options.chargeMs, dbMs: options.dbMs }),
     ...(options.gateSocket ? { IDEM_PROVIDER_GATE: options.gateSocket } : {}),
     ...(options.gateSocket && options.dbGate ? { IDEM_DB_GATE: options.dbGate === 'ends' ? 'ends' : '1' } : {}),
@@ -665,9 +669,10 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const own = options.ownDir ?? scratch;
   const home = path.join(own, 'home');
   fs.mkdirSync(home, { recursive: true });
-  // The sandbox's /tmp (see bwrapArgs), one per instance: two pods do not share one.
+  // The sandbox's /tmp (see bwrapArgs), one per instance: two pods do not share one. Outside
+  // a sandbox, the instance's TMPDIR (serverEnv).
   const tmp = path.join(own, `tmp-${options.label}-${port}`);
-  if (command.sandbox) fs.mkdirSync(tmp, { recursive: true });
+  fs.mkdirSync(tmp, { recursive: true });
   const { sandbox } = command;
   // As root, the server runs as the check's own unprivileged user (sandbox.ts sandboxOwner),
   // who must own the folder it writes.
@@ -701,7 +706,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   // Memory and processes of all the check's servers together, where a cgroup can be made (cgroup.ts).
   const cgroup = sandbox ? studentCgroup(student) : undefined;
   if (cgroup) [file, args] = cgroup.wrap(file, args);
-  const subprocess = spawnInGroup(file, args, { cwd, env: serverEnv(options, port, home) });
+  const subprocess = spawnInGroup(file, args, { cwd, env: serverEnv(options, port, home, command.sandbox ? undefined : tmp) });
   subprocess.once('close', () => {
     if (socketDir) fs.rmSync(socketDir, { recursive: true, force: true });
     if (cgroup?.release()) cgroups.delete(student);

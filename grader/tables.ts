@@ -7,8 +7,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
+import { createRequire } from 'node:module';
 import { openStudentDatabase } from './student-db.js';
 import { readRegularBytesSync } from './safe-read.js';
+
+/** seek-bzip (pure JavaScript bzip2 decoding; CommonJS, no types): its decode(input, output) writes to output.writeByte. */
+const require = createRequire(import.meta.url);
+const Bunzip = require('seek-bzip') as { decode(input: Buffer, output: { writeByte(byte: number): void }, multistream?: boolean): void };
 
 /** One cell of a table: where it is and its bytes (a number or a text as its text, a blob as is). */
 export interface Cell {
@@ -17,6 +22,10 @@ export interface Cell {
   /** Its row's place in the table as read, from 1. */
   row: number;
   value: Buffer;
+  /** For a cell of a sqlite file the servers wrote other than IDEM_DB's: that file, as the failure names it. */
+  file?: string;
+  /** For a cell made by undoing an encoding of a stored one (expandXz): the encodings undone, outermost first (`xz`, `base64 > xz`). */
+  via?: string;
 }
 
 /** At most this many tables are read: a database a server keeps has a handful. */
@@ -154,6 +163,162 @@ function decodings(bytes: Buffer): Array<{ how: string; bytes: Buffer }> {
       // not that format
     }
   }
+  for (const at of offsetsOf(bytes, BZIP2_MAGIC)) {
+    const inflated = bunzip(bytes.subarray(at));
+    if (inflated.length > 0) out.push({ how: 'bz2', bytes: inflated });
+  }
+  for (const [run] of text.matchAll(new RegExp(`(?:<~)?[!-uz]{${MIN_RUN},}(?:~>)?`, 'g'))) {
+    const decoded = ascii85(run);
+    if (decoded && decoded.length > 0) out.push({ how: 'base85', bytes: decoded });
+  }
+  for (const [run] of text.matchAll(new RegExp(`[0-9A-Za-z!#$%&()*+\\-;<=>?@^_\`{|}~]{${MIN_RUN},}`, 'g'))) {
+    const decoded = base85(run);
+    if (decoded && decoded.length > 0) out.push({ how: 'base85', bytes: decoded });
+  }
+  return out;
+}
+
+/** A bzip2 stream's start: `BZh`, a block size 1-9, and the first block's magic (pi). */
+const BZIP2_MAGIC = /BZh[1-9]1AY&SY/g;
+/** An xz stream's header magic. */
+const XZ_MAGIC = Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]);
+/** At most this many streams of one kind are looked for in one cell. */
+const MAX_STREAMS = 4;
+
+/** Where `magic` starts in `bytes` (at most MAX_STREAMS places). */
+function offsetsOf(bytes: Buffer, magic: RegExp | Buffer): number[] {
+  const found: number[] = [];
+  if (Buffer.isBuffer(magic)) {
+    for (let at = bytes.indexOf(magic); at >= 0 && found.length < MAX_STREAMS; at = bytes.indexOf(magic, at + 1)) found.push(at);
+    return found;
+  }
+  for (const m of bytes.toString('latin1').matchAll(magic)) {
+    if (found.length >= MAX_STREAMS) break;
+    found.push(m.index ?? 0);
+  }
+  return found;
+}
+
+/** Raised by bunzip's output once MAX_INFLATED_BYTES are written: decoding stops there. */
+class Full extends Error {}
+
+/**
+ * The bytes a bzip2 stream at the start of `bytes` decodes to (seek-bzip), at most
+ * MAX_INFLATED_BYTES: decoding stops at that cap (a decompression bomb never makes the
+ * grader hold more), and what was decoded before an error (a stream cut short) is kept.
+ * @returns the decoded bytes; empty when nothing decodes
+ */
+export function bunzip(bytes: Buffer): Buffer {
+  const out = Buffer.alloc(MAX_INFLATED_BYTES);
+  let length = 0;
+  try {
+    Bunzip.decode(bytes, {
+      writeByte(byte: number) {
+        if (length >= MAX_INFLATED_BYTES) throw new Full();
+        out[length++] = byte;
+      },
+    });
+  } catch {
+    // full, cut short or not bzip2: what was decoded is kept
+  }
+  return Buffer.from(out.subarray(0, length));
+}
+
+/** The Ascii85 alphabet's value of `c` (`!` is 0), for a 5-character group. */
+function groupValue(chars: number[]): number {
+  return chars.reduce((n, c) => n * 85 + c, 0);
+}
+
+/**
+ * Ascii85 (Adobe's, Python's base64.a85encode: `!`..`u`, `z` for four zero bytes, an
+ * optional `<~ ~>` frame) decoded; undefined when `text` is not Ascii85.
+ */
+export function ascii85(text: string): Buffer | undefined {
+  const body = text.replace(/^<~/, '').replace(/~>$/, '').replace(/z/g, '!!!!!');
+  return decode85(body, (ch) => (ch >= 33 && ch <= 117 ? ch - 33 : -1));
+}
+
+/** RFC 1924's / Python's base64.b85encode alphabet. */
+const B85 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~';
+const B85_VALUE = new Map([...B85].map((ch, i) => [ch.charCodeAt(0), i]));
+
+/** base85 (Python's base64.b85encode, RFC 1924's alphabet) decoded; undefined when `text` is not base85. */
+export function base85(text: string): Buffer | undefined {
+  return decode85(text, (ch) => B85_VALUE.get(ch) ?? -1);
+}
+
+/** Groups of five base-85 digits to four bytes each (a last short group padded, as both encodings do); undefined on a character outside the alphabet or a group over 2^32. */
+function decode85(text: string, value: (ch: number) => number): Buffer | undefined {
+  const out: number[] = [];
+  for (let i = 0; i < text.length; i += 5) {
+    const group = text.slice(i, i + 5);
+    const digits = [...group].map((ch) => value(ch.charCodeAt(0)));
+    if (digits.some((d) => d < 0)) return undefined;
+    const pad = 5 - digits.length;
+    if (pad === 4) break;
+    const n = groupValue([...digits, ...Array<number>(pad).fill(84)]);
+    if (n > 0xffffffff) return undefined;
+    out.push(...[n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].slice(0, 4 - pad));
+  }
+  return Buffer.from(out);
+}
+
+/**
+ * The bytes an xz stream at the start of `bytes` decodes to (xz-decompress: xz-embedded
+ * in WebAssembly, no native code), at most MAX_INFLATED_BYTES: reading stops at that cap,
+ * and what was decoded before an error (a stream cut short) is kept.
+ * @returns the decoded bytes; empty when nothing decodes
+ */
+export async function unxz(bytes: Buffer): Promise<Buffer> {
+  const { XzReadableStream } = require('xz-decompress') as { XzReadableStream: new (input: ReadableStream<Uint8Array>) => ReadableStream<Uint8Array> };
+  const input = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new Uint8Array(bytes));
+      controller.close();
+    },
+  });
+  const chunks: Buffer[] = [];
+  let length = 0;
+  const reader = new XzReadableStream(input).getReader();
+  try {
+    while (length < MAX_INFLATED_BYTES) {
+      const { done, value } = await reader.read();
+      if (done || !value) break;
+      const chunk = Buffer.from(value.subarray(0, MAX_INFLATED_BYTES - length));
+      chunks.push(chunk);
+      length += chunk.length;
+    }
+  } catch {
+    // cut short or not xz: what was decoded is kept
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return Buffer.concat(chunks);
+}
+
+/**
+ * The cells xz streams in `cells` decode to (Node has no xz of its own, and the decoder
+ * is asynchronous, so findHidden cannot undo it as it goes): each stream found in a
+ * cell's bytes, or in one of its base64 or hex runs, decoded (unxz) to a cell of the same
+ * place with `via` saying how (`xz`, `base64 > xz`). At most MAX_STREAMS streams a cell,
+ * MAX_INFLATED_BYTES each, and MAX_DATABASE_BYTES in all.
+ */
+export async function expandXz(cells: readonly Cell[]): Promise<Cell[]> {
+  const out: Cell[] = [];
+  let bytes = 0;
+  for (const cell of cells) {
+    const sources = [{ how: '', bytes: cell.value }, ...decodings(cell.value).filter((d) => d.how === 'base64' || d.how === 'hex' || d.how === 'base85')];
+    for (const source of sources) {
+      for (const at of offsetsOf(source.bytes, XZ_MAGIC)) {
+        if (bytes >= MAX_DATABASE_BYTES) return out;
+        const value = await unxz(source.bytes.subarray(at));
+        if (value.length === 0) continue;
+        bytes += value.length;
+        const via = [cell.via, source.how, 'xz'].filter(Boolean).join(' > ');
+        out.push({ ...cell, value, via });
+      }
+    }
+  }
   return out;
 }
 
@@ -178,7 +343,8 @@ export function timestampForms(iso: string): string[] {
  * The cells that hold `text` as it is, or (when `digits` are given, e.g. timestampForms)
  * any of them among the cell's digits, or (when `raw` is given) any of those byte strings
  * as they are (a binary form, e.g. a pickled datetime's state), also once an encoding or
- * two is undone (base64 or base64url, hex, zlib, gzip, raw deflate). What no common
+ * two is undone (base64 or base64url, hex, base85 or Ascii85, zlib, gzip, raw deflate,
+ * bzip2; xz through expandXz's cells, whose `via` starts the how). What no common
  * encoding reveals (an encryption, a compression of another kind) is not found.
  * @returns each cell found once, with how
  */
@@ -203,7 +369,8 @@ export function findHidden(cells: readonly Cell[], text: string, digits: readonl
   const found: Found[] = [];
   for (const cell of cells) {
     const how = search(cell.value, 0);
-    if (how !== undefined) found.push({ cell, how });
+    if (how === undefined) continue;
+    found.push({ cell, how: cell.via ? [cell.via, how].filter(Boolean).join(' > ') : how });
   }
   return found;
 }

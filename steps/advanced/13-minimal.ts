@@ -1,9 +1,12 @@
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed } from '../../grader/failure.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { chargeMs } from '../../grader/limits.js';
-import { fileCells, findHidden, MAX_DATABASE_BYTES, readCells, timestampForms, type Cell } from '../../grader/tables.js';
+import { expandXz, findHidden, MAX_CELL_BYTES, MAX_DATABASE_BYTES, MAX_FILES, readCells, timestampForms, type Cell } from '../../grader/tables.js';
+import type { WrittenFile, WrittenLimits } from '../../grader/written-files.js';
 import { listOf, t } from '../../i18n/index.js';
 import { serverTimeZone } from '../../grader/seed.js';
 import type { LiveContext } from '../../grader/context.js';
@@ -73,8 +76,8 @@ function julianCopies(cells: readonly Cell[], chargedAt: string): Cell[] {
  * time inside more than a time, or one in a file, is a copy of the response.
  */
 function ownTime(cell: Cell, cells: readonly Cell[]): boolean {
-  if (cell.column === '(file)' || asTime(cell) === undefined) return false;
-  return cells.filter((c) => c.table === cell.table && c.row === cell.row && asTime(c) !== undefined).length === 1;
+  if (cell.column === '(file)' || cell.via !== undefined || asTime(cell) === undefined) return false;
+  return cells.filter((c) => c.via === undefined && c.file === cell.file && c.table === cell.table && c.row === cell.row && asTime(c) !== undefined).length === 1;
 }
 
 /** A date and time of day on a wall clock, as numbers (month 1-12). */
@@ -141,8 +144,8 @@ interface Copy {
 function pieces(cells: readonly Cell[]): Cell[][] {
   const rows = new Map<string, Cell[]>();
   for (const cell of cells) {
-    if (cell.column === '(file)' || asTime(cell) !== undefined) continue;
-    const id = `${cell.table}\0${cell.row}`;
+    if (cell.column === '(file)' || cell.via !== undefined || asTime(cell) !== undefined) continue;
+    const id = `${cell.file ?? ''}\0${cell.table}\0${cell.row}`;
     rows.set(id, [...(rows.get(id) ?? []), cell]);
   }
   return [...rows.values()].filter((row) => row.length > 1);
@@ -186,19 +189,88 @@ function copiesOf(cells: readonly Cell[], chargedAt: string, timeZone: string): 
   if (single.length > 0) return single;
   const joined: Cell[] = [];
   let bytes = 0;
-  const add = (table: string, n: number, parts: Cell[]) => {
+  const add = (table: string, n: number, parts: Cell[], file: string | undefined) => {
     const size = parts.reduce((sum, p) => sum + p.value.length, 0);
     if (bytes + size > MAX_JOINED_BYTES) return;
     bytes += size;
-    joined.push({ table, row: n, column: parts.map((p) => p.column).join('\0'), value: Buffer.concat(parts.map((p) => p.value)) });
+    joined.push({ table, row: n, file, column: parts.map((p) => p.column).join('\0'), value: Buffer.concat(parts.map((p) => p.value)) });
   };
   for (const row of pieces(cells)) {
-    const { table, row: n } = row[0];
+    const { table, row: n, file } = row[0];
     const paired = row.slice(0, MAX_PAIRED);
-    for (const x of paired) for (const y of paired) if (x !== y) add(table, n, [x, y]);
-    add(table, n, row);
+    for (const x of paired) for (const y of paired) if (x !== y) add(table, n, [x, y], file);
+    add(table, n, row, file);
   }
   return search(joined).map((c) => ({ ...c, columns: c.cell.column.split('\0') }));
+}
+
+/**
+ * How much of what the servers wrote in their writable folders the step reads
+ * (LiveContext.writtenFiles): as much as of the database, MAX_FILES files, a few folders deep.
+ */
+export const WRITTEN_LIMITS: WrittenLimits = { files: MAX_FILES, fileBytes: MAX_DATABASE_BYTES, totalBytes: MAX_DATABASE_BYTES, depth: 6, entries: 5000 };
+
+/** A sqlite database's first 16 bytes. */
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+/** How much of a file's bytes each of its cells holds beyond MAX_CELL_BYTES: the next cell starts this much earlier, so a copy across the cut is whole in one. */
+const FILE_OVERLAP = 4096;
+
+/**
+ * A file the servers wrote as a failure names it: beside the database, its name there
+ * (`responses.json`); in a pod's /tmp, as the server saw it (`/tmp/cache.sqlite`); in its
+ * HOME, `~/...`; else its path in the pod's folder.
+ */
+export function shownName(file: WrittenFile, dbDir: string): { name: string; beside: boolean } {
+  if (file.path.startsWith(dbDir + path.sep)) return { name: path.relative(dbDir, file.path), beside: true };
+  const [first, ...rest] = file.rel.split(path.sep);
+  if (/^tmp-.+-\d+$/.test(first)) return { name: path.posix.join('/tmp', ...rest), beside: false };
+  if (first === 'home') return { name: path.posix.join('~', ...rest), beside: false };
+  return { name: file.rel, beside: false };
+}
+
+/**
+ * The cells of the files the servers wrote (LiveContext.writtenFiles): a whole sqlite
+ * database (with its `-wal`, when that was read whole too) read as the database is, from
+ * a copy in a folder of the grader's own (readCells, its cells' `file` the shown name),
+ * at most MAX_DATABASE_BYTES of cells in all; any other file (or a database that cannot be
+ * read) as its bytes, in cells of MAX_CELL_BYTES overlapping by FILE_OVERLAP (column
+ * `(file)`, table its shown name). `beside` gets the shown names of files beside the database.
+ */
+export function writtenCells(written: readonly WrittenFile[], dbDir: string, beside: Set<string>): Cell[] {
+  const cells: Cell[] = [];
+  const whole = new Map(written.filter((f) => f.bytes.length === f.size).map((f) => [f.path, f]));
+  let databaseBytes = 0;
+  let scratch: string | undefined;
+  try {
+    for (const file of written) {
+      const { name, beside: isBeside } = shownName(file, dbDir);
+      if (isBeside) beside.add(name);
+      if (whole.has(file.path) && file.bytes.subarray(0, SQLITE_HEADER.length).equals(SQLITE_HEADER) && databaseBytes < MAX_DATABASE_BYTES) {
+        try {
+          scratch ??= fs.mkdtempSync(path.join(os.tmpdir(), 'idem-lab-written-'));
+          const dir = fs.mkdtempSync(path.join(scratch, 'db-'));
+          const copy = path.join(dir, 'copy.db');
+          fs.writeFileSync(copy, file.bytes, { flag: 'wx', mode: 0o600 });
+          const wal = whole.get(`${file.path}-wal`);
+          if (wal) fs.writeFileSync(`${copy}-wal`, wal.bytes, { flag: 'wx', mode: 0o600 });
+          const read = readCells(copy).map((cell): Cell => ({ ...cell, file: name }));
+          databaseBytes += read.reduce((sum, c) => sum + c.value.length, 0);
+          cells.push(...read);
+          continue;
+        } catch {
+          // not a database sqlite can read: read as bytes below
+        }
+      }
+      for (let at = 0; at < file.bytes.length; at += MAX_CELL_BYTES - FILE_OVERLAP) {
+        cells.push({ table: name, column: '(file)', row: 1, value: file.bytes.subarray(at, at + MAX_CELL_BYTES) });
+        if (at + MAX_CELL_BYTES >= file.bytes.length) break;
+      }
+    }
+  } finally {
+    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+  }
+  return cells;
 }
 
 /** How a copy was found, as a failure says it: `as it is`, `once base64 is undone`, `in the servers' local time (Asia/Tokyo)`, ... */
@@ -223,10 +295,12 @@ export const REPLAY_GAP_MS = 10;
  * keyed record alone, its pass message says so), each on A is retried on A and on B (a pod with a copy of its own: nothing of
  * A's memory or files), each retry must replay it exactly, and then every cell of the
  * sqlite file but the contract's columns of the ledger and refunds (PAYMENT_COLUMNS) is
- * read (read-only, bounded: grader/tables.ts), and every file the servers created beside
- * the database (LiveContext.createdBeside): none may hold the first response's charged_at,
+ * read (read-only, bounded: grader/tables.ts), and every file the servers wrote in the
+ * folders they may write (LiveContext.writtenFiles: beside the database, their HOME and
+ * /tmp; a sqlite file as a database, writtenCells): none may hold the first response's charged_at,
  * as it is, as its digits, epoch milliseconds, a julian day, its digits in the servers'
- * local wall time or a pickled datetime, or under base64, hex, zlib or gzip, nor split
+ * local wall time or a pickled datetime, or under base64, hex, base85, zlib, gzip, bzip2
+ * or xz (expandXz), nor split
  * across the cells of a row (copiesOf), but as a record's own time (ownTime: a cell that is nothing but a time, the
  * only one of its row) (the essay: store the status and a
  * pointer to the result, and let the ledger be the one copy of the payment;
@@ -248,6 +322,7 @@ export const step: Step = {
     const exchanges: Exchange[] = [];
     let cells: Cell[] = [];
     let files: Cell[] = [];
+    let fileCount = 0;
     const chargedAts: string[] = [];
     let keylessLater = false;
     for (const req of sent) {
@@ -271,26 +346,38 @@ export const step: Step = {
       ctx.ledger(a);
       const dbPath = ctx.database(a).dbPath;
       cells = readCells(dbPath, [], PAYMENT_COLUMNS);
-      files = fileCells(ctx.createdBeside(a), path.dirname(dbPath));
-      const all = [...cells, ...files];
+      const { files: written, cut } = ctx.writtenFiles(WRITTEN_LIMITS);
+      // What the grader did not read, it cannot clear: a record needs no such pile of files.
+      if (cut !== undefined) {
+        const { files: most, totalBytes, entries, depth } = WRITTEN_LIMITS;
+        throw new CheckFailed(t('step.13.tooMuch', { files: most, mib: totalBytes / 1024 / 1024, entries, depth }), t('step.13.tooMuch.why'), { exchanges: [first, retry, elsewhere] });
+      }
+      const beside = new Set<string>();
+      files = writtenCells(written, path.dirname(dbPath), beside);
+      fileCount = written.length;
+      const stored = [...cells, ...files];
+      // xz (Python's lzma) is undone here, ahead of the search: its decoder is asynchronous.
+      const all = [...stored, ...(await expandXz(stored))];
       const zone = serverTimeZone(ctx.data.seed);
       const found = copiesOf(all, chargedAt, zone);
       if (found.length > 0) {
         const { cell, columns } = found[0];
         const where =
           cell.column === '(file)'
-            ? t('step.13.inFile', { file: cell.table })
-            : columns
-              ? t('step.13.inCells', { table: cell.table, columns: listOf(columns), row: cell.row })
-              : t('step.13.inTable', { table: cell.table, column: cell.column, row: cell.row });
+            ? t(beside.has(cell.table) ? 'step.13.inFile' : 'step.13.inWritten', { file: cell.table })
+            : cell.file !== undefined
+              ? t('step.13.inWrittenTable', { file: cell.file, table: cell.table, column: columns ? listOf(columns) : cell.column, row: cell.row })
+              : columns
+                ? t('step.13.inCells', { table: cell.table, columns: listOf(columns), row: cell.row })
+                : t('step.13.inTable', { table: cell.table, column: cell.column, row: cell.row });
         throw new CheckFailed(t('step.13.stored', { where, chargedAt, how: howFound(found[0], zone) }), t('step.13.stored.why'), {
           exchanges: [first, retry, elsewhere],
-          details: found.map((f) => t('step.13.found', { table: f.cell.table, column: f.columns ? listOf(f.columns) : f.cell.column, row: f.cell.row, how: howFound(f, zone), bytes: f.cell.value.length })),
+          details: found.map((f) => t('step.13.found', { table: f.cell.file === undefined ? f.cell.table : `${f.cell.file} ${f.cell.table}`, column: f.columns ? listOf(f.columns) : f.cell.column, row: f.cell.row, how: howFound(f, zone), bytes: f.cell.value.length })),
         });
       }
     }
     const tables = new Set(cells.map((c) => c.table));
-    const counts = { chargedAt: chargedAts.join(', '), cells: cells.length, tables: tables.size, files: files.length };
+    const counts = { chargedAt: chargedAts.join(', '), cells: cells.length, tables: tables.size, files: fileCount };
     return keylessLater ? `${t('step.13.passKeyed', counts)} ${t('step.13.keylessLater')}` : t('step.13.pass', counts);
   },
   get hints() {
