@@ -129,7 +129,7 @@ async function otherUserUnderKey(ctx: LiveContext, server: ServerInstance, first
   const sent = { key: first.key, body: { user, amount: first.body.amount } };
   const said = { user: JSON.stringify(user), key: JSON.stringify(first.key), first: JSON.stringify(first.body.user), firstId: first.id };
   const answer = await ctx.pay(server, sent);
-  expectStatus(answer, 201, t('step.14.otherUser', said), t('step.14.otherUser.why'));
+  expectStatus(answer, 201, t('step.14.otherUser', { ...said, status: String(answer.status ?? answer.error) }), t('step.14.otherUser.why'));
   const own = paymentOf(answer).payment_id as number;
   const linked = (exchange: Exchange, what: string) => {
     const link = exchange.location === undefined ? undefined : linkTarget(exchange.location, server.port);
@@ -186,7 +186,9 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
     hold.release();
     waves.stop();
   }
-  for (const answer of answers) expectStatus(answer, 201, t('step.14.atOnce', { count: AT_ONCE }), t('step.14.atOnce.why'));
+  answers.forEach((answer, i) =>
+    expectStatus(answer, 201, t('step.14.atOnce', { count: AT_ONCE, key: JSON.stringify(sent[i].key), user: JSON.stringify(sent[i].body.user), status: String(answer.status ?? answer.error) }), t('step.14.atOnce.why')),
+  );
   const ids = answers.map((answer) => paymentOf(answer).payment_id as number);
   answers.forEach((answer, i) => {
     const said = { count: AT_ONCE, key: JSON.stringify(sent[i].key), user: JSON.stringify(sent[i].body.user), own: ids[i] };
