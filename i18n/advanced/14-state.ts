@@ -22,6 +22,14 @@ export const en = {
   'step.14.what.first': 'first response (201)',
   'step.14.what.second': 'first response to another key (201)',
   'step.14.what.replay': 'replay',
+  'step.14.otherUser': 'User {user} paying under key {key}, which user {first} had used for payment {firstId}, must get a payment of its own (201), not HTTP {status}: keys are scoped per user.',
+  'step.14.otherUser.why': 'Records are scoped per user (step 10): another user under the same key makes a payment of its own, and its link must lead to that payment, not to the first user\'s, whose state (and refund) belongs to someone else.',
+  'step.14.otherUserLink': 'User {user} paid under key {key}, which user {first} had used, and got payment {own}; but its {what} said Location: {location}, which is payment {firstId}, user {first}\'s. Its own is at {path}: a link found by the key alone leads to whoever used the key first.',
+  'step.14.what.otherUser': 'first response (201)',
+  'step.14.atOnce': '{count} payments with keys of their own were sent at once; each must be charged and answered 201, but key {key} (user {user}) got HTTP {status}.',
+  'step.14.atOnce.why': 'Clients pay at the same time. Each payment\'s link must lead to that payment, whatever other payments were recorded meanwhile; a client that follows the link to another customer\'s payment sees it, and may refund it.',
+  'step.14.atOnceLink': '{count} payments with keys of their own were sent at once, their database statements let run in waves ({waves}), so that every payment was recorded before any was read back. The 201 to key {key} (user {user}) was payment {own}, but said Location: {location}, the payment of key {otherKey} (user {otherUser}), sent beside it. Its own is at {path}: a link read back after the payment is recorded (the newest row, MAX(payment_id)) can be another payment\'s; build it from the id this payment got.',
+  'step.14.what.atOnce': '201 to key {key} (user {user}, one of {count} payments sent at once)',
   'step.14.pass': 'Every replay answered the first 201 unchanged and linked to {link}, which showed the payment charged, then refunded, also after a restart.',
 } as const;
 
@@ -49,6 +57,14 @@ export const ko: Record<keyof typeof en, string> = {
   'step.14.what.first': '첫 응답(201)',
   'step.14.what.second': '다른 키에 대한 첫 응답(201)',
   'step.14.what.replay': '재생',
+  'step.14.otherUser': '{user} 사용자가 {key} 키로 결제하면, 그 키를 {first} 사용자가 결제 {firstId}에 이미 썼더라도 자기 결제를 받아야 합니다(201). 받은 응답: HTTP {status}. 키의 범위는 사용자마다 따로입니다.',
+  'step.14.otherUser.why': '기록의 범위는 사용자마다 따로입니다(10단계). 다른 사용자가 같은 키로 보내면 그 사용자의 결제가 새로 생기고, 링크도 그 결제로 가야 합니다. 첫 사용자의 결제로 가면 남의 상태(와 환불)를 보게 됩니다.',
+  'step.14.otherUserLink': '{user} 사용자가 {first} 사용자가 이미 쓴 {key} 키로 결제해 {own}번 결제를 받았습니다. 그런데 {what}에 Location: {location} 헤더가 있었고, 이것은 {first} 사용자의 {firstId}번 결제입니다. 자기 결제의 주소는 {path}입니다. 키만으로 찾은 링크는 그 키를 처음 쓴 사람의 결제로 갑니다.',
+  'step.14.what.otherUser': '첫 응답(201)',
+  'step.14.atOnce': '각자 다른 키로 결제 {count}건을 동시에 보냈습니다. 하나하나 결제되고 201로 답해야 하는데, {key} 키(사용자 {user})에는 HTTP {status} 응답이 왔습니다.',
+  'step.14.atOnce.why': '클라이언트들은 같은 때에 결제합니다. 결제마다 링크는 그 사이에 다른 결제가 기록됐든 아니든 바로 그 결제로 가야 합니다. 링크를 따라간 클라이언트가 다른 고객의 결제를 보게 되면, 그것을 환불할 수도 있습니다.',
+  'step.14.atOnceLink': '각자 다른 키로 결제 {count}건을 동시에 보내고, 데이터베이스 문장을 차례로 묶어 실행시켜({waves}번) 모든 결제가 기록된 뒤에야 어느 것이든 다시 읽게 했습니다. 키 {key}(사용자 {user})에 대한 201은 결제 {own}이었지만 Location: {location} 헤더를 달았고, 이것은 함께 보낸 키 {otherKey}(사용자 {otherUser})의 결제입니다. 자기 결제의 주소는 {path}입니다. 결제를 기록한 뒤에 다시 읽은 링크(가장 최근 행, MAX(payment_id))는 다른 결제의 것일 수 있습니다. 이 결제가 받은 id로 만드세요.',
+  'step.14.what.atOnce': '키 {key}(사용자 {user}, 동시에 보낸 결제 {count}건 중 하나)에 대한 201',
   'step.14.pass': '재생마다 첫 201을 그대로 답하고 {link} 링크를 달았으며, 그 링크는 결제를 결제됨, 그다음 환불됨으로 보여 줬습니다. 재시작 후에도 같았습니다.',
 };
 
@@ -76,5 +92,13 @@ export const zh: Record<keyof typeof en, string> = {
   'step.14.what.first': '第一次响应（201）',
   'step.14.what.second': '另一个键的第一次响应（201）',
   'step.14.what.replay': '重放',
+  'step.14.otherUser': '用户 {user} 用键 {key} 支付，即使用户 {first} 已经用这个键完成了支付 {firstId}，也必须得到自己的一笔支付（201），而不是 HTTP {status}：键按用户分开。',
+  'step.14.otherUser.why': '记录按用户分开（第 10 步）：另一个用户用同一个键，就是他自己的一笔新支付，它的链接也必须指向这笔支付，而不是第一个用户的：那笔支付的状态（和退款）属于别人。',
+  'step.14.otherUserLink': '用户 {user} 用用户 {first} 用过的键 {key} 支付，得到了支付 {own}；但它的{what}带的是 Location: {location}，那是用户 {first} 的支付 {firstId}。它自己的在 {path}：只凭键查到的链接，会指向最先用这个键的人的支付。',
+  'step.14.what.otherUser': '第一次响应（201）',
+  'step.14.atOnce': '同时发出了 {count} 笔各用自己键的支付，每一笔都必须扣款并回答 201，但键 {key}（用户 {user}）得到的是 HTTP {status}。',
+  'step.14.atOnce.why': '客户端会在同一时间支付。不管期间还记录了哪些别的支付，每笔支付的链接都必须指向它自己；客户端顺着链接看到另一位客户的支付，就可能把它退掉。',
+  'step.14.atOnceLink': '同时发出了 {count} 笔各用自己键的支付，它们的数据库语句分批放行（共 {waves} 批），使每笔支付都记录完之后才有任何一笔回读。发给键 {key}（用户 {user}）的 201 是支付 {own}，带的却是 Location: {location}，那是一同发出的键 {otherKey}（用户 {otherUser}）的支付。它自己的在 {path}：记录支付之后再回读得到的链接（最新的一行，MAX(payment_id)）可能属于另一笔支付；请用这笔支付得到的 id 来生成。',
+  'step.14.what.atOnce': '发给键 {key} 的 201（用户 {user}，同时发出的 {count} 笔支付之一）',
   'step.14.pass': '每次重放都原样回答第一次的 201 并链接到 {link}；该链接先显示已扣款，再显示已退款，重启之后也一样。',
 };

@@ -1,6 +1,6 @@
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
-import { responseJson } from '../../grader/http.js';
+import { checkTimeouts, responseJson } from '../../grader/http.js';
 import { listOf, t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
@@ -116,6 +116,96 @@ export function seedOlderPayment(ctx: LiveContext, server: ServerInstance): void
 }
 
 /**
+ * Another user's payment under the first payment's key (docs/server-contract.md, step 10:
+ * records are scoped per user, so it is a payment of its own, 201), and its replay: both
+ * must link to its own payment_id. A link looked up by the bare key (the ledger's first row
+ * under it) leads to the first user's payment: said as such.
+ * @param first the first user's request and its payment_id
+ * @throws CheckFailed when it is not 201 or a link leads anywhere but its own payment
+ */
+async function otherUserUnderKey(ctx: LiveContext, server: ServerInstance, first: { key: string; body: { user: string; amount: number }; id: number }): Promise<void> {
+  let user = ctx.data.user();
+  while (user === first.body.user) user = ctx.data.user();
+  const sent = { key: first.key, body: { user, amount: first.body.amount } };
+  const said = { user: JSON.stringify(user), key: JSON.stringify(first.key), first: JSON.stringify(first.body.user), firstId: first.id };
+  const answer = await ctx.pay(server, sent);
+  expectStatus(answer, 201, t('step.14.otherUser', { ...said, status: String(answer.status ?? answer.error) }), t('step.14.otherUser.why'));
+  const own = paymentOf(answer).payment_id as number;
+  const linked = (exchange: Exchange, what: string) => {
+    const link = exchange.location === undefined ? undefined : linkTarget(exchange.location, server.port);
+    if (own !== first.id && link !== undefined && 'target' in link && link.target === paymentPath(first.id)) {
+      throw new CheckFailed(t('step.14.otherUserLink', { ...said, what, own, location: exchange.location!, path: paymentPath(own) }), t('step.14.otherUser.why'), { exchanges: [exchange] });
+    }
+    linkOf(exchange, server, own, what);
+  };
+  linked(answer, t('step.14.what.otherUser'));
+  const replay = await ctx.pay(server, sent);
+  expectReplay(answer, replay, t('step.14.then.why'));
+  linked(replay, t('step.14.what.replay'));
+}
+
+/** How many payments with keys of their own the check sends at once to read their links. */
+export const AT_ONCE = 4;
+
+/**
+ * The longest the round of payments at once holds their charges, in ms, waiting for all of
+ * them to have moved the money: it never decides a verdict (a server that charges one at a
+ * time gets them let go after it, and its links are judged as they come).
+ */
+export const AT_ONCE_BOUND_MS = 8000;
+
+/**
+ * AT_ONCE payments with keys of their own (each another user and amount), sent at once
+ * to a server started with the database's gate (`dbGate`), and each 201's Location read:
+ * it must lead to its own payment_id. The interleaving that a link read back after the
+ * payment is recorded (`SELECT MAX(payment_id)`, the newest row) gets wrong is forced, not
+ * waited for: every charge is held at the provider's gate once its money moved until all
+ * AT_ONCE have (gate.ts, point `moved`), then let go in one instant, and the server's
+ * statements run in lockstep (lockstep.ts): a wave goes only once none of the server's
+ * threads can run, so every payment's ledger write (its BEGIN, or its autocommit INSERT)
+ * runs in one wave and every read-back after it in the next. A server that does not speak
+ * the gates is sent the same payments at once, unforced.
+ * @throws CheckFailed when one is not 201, or its link leads to another payment (named when it is one of the round's)
+ */
+async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise<void> {
+  const sent: Array<{ key: string; body: { user: string; amount: number } }> = [];
+  while (sent.length < AT_ONCE) {
+    const body = ctx.data.payment();
+    if (!sent.some((s) => s.body.user === body.user && s.body.amount === body.amount)) sent.push({ key: ctx.freshKey(), body });
+  }
+  const ofSent = (c: { user: string; amount: number }) => sent.findIndex((s) => s.body.user === c.user && s.body.amount === c.amount);
+  const gate = ctx.gate(server);
+  const hold = gate.hold((c) => ofSent(c) >= 0, 'moved');
+  void gate.until((cs) => sent.every((_, i) => cs.some((c) => ofSent(c) === i && c.movedAt !== undefined)), AT_ONCE_BOUND_MS).then(() => hold.release());
+  const waves = ctx.lockstep([server]);
+  let answers: Exchange[];
+  try {
+    const { connectMs, answerMs } = checkTimeouts();
+    answers = await ctx.paySimultaneously([server], sent, { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS }, () => waves.arm());
+  } finally {
+    hold.release();
+    waves.stop();
+  }
+  answers.forEach((answer, i) =>
+    expectStatus(answer, 201, t('step.14.atOnce', { count: AT_ONCE, key: JSON.stringify(sent[i].key), user: JSON.stringify(sent[i].body.user), status: String(answer.status ?? answer.error) }), t('step.14.atOnce.why')),
+  );
+  const ids = answers.map((answer) => paymentOf(answer).payment_id as number);
+  answers.forEach((answer, i) => {
+    const said = { count: AT_ONCE, key: JSON.stringify(sent[i].key), user: JSON.stringify(sent[i].body.user), own: ids[i] };
+    const link = answer.location === undefined ? undefined : linkTarget(answer.location, server.port);
+    const other = link !== undefined && 'target' in link ? ids.findIndex((id, j) => j !== i && id !== ids[i] && link.target === paymentPath(id)) : -1;
+    if (other >= 0) {
+      throw new CheckFailed(
+        t('step.14.atOnceLink', { ...said, location: answer.location!, otherKey: JSON.stringify(sent[other].key), otherUser: JSON.stringify(sent[other].body.user), path: paymentPath(ids[i]), waves: waves.waves.length }),
+        t('step.14.atOnce.why'),
+        { exchanges: [answer, answers[other]] },
+      );
+    }
+    linkOf(answer, server, ids[i], t('step.14.what.atOnce', said));
+  });
+}
+
+/**
  * Step 14 (advanced track): a stored response tells what happened then, and a link tells
  * what is true now (the essay's last point: a replay after a refund must not be rebuilt
  * from the payment's current state; Stripe answers a replay with the first response and
@@ -130,7 +220,10 @@ export function seedOlderPayment(ctx: LiveContext, server: ServerInstance): void
  * the server's port; a host written in, localhost:8000 say, leads elsewhere), with no
  * query or fragment, even an empty one, and no character RFC 3986 refuses (a backslash,
  * which WHATWG URL would quietly read as a slash); what it resolves to is what is then
- * GET and refunded.
+ * GET and refunded. Then, on the same server, another user pays under the first payment's
+ * key (a payment of its own: its 201 and its replay link to it, not to the first user's),
+ * and AT_ONCE payments sent at once, every ledger write forced before any read-back (the
+ * database's gate, paymentsAtOnce), each link to its own payment.
  */
 
 export const step: Step = {
@@ -141,7 +234,8 @@ export const step: Step = {
   },
   cost: 2,
   async live(ctx: LiveContext) {
-    const a = await ctx.startServer({ priority: 600 });
+    // With the database's gate: the payments sent at once run in lockstep (paymentsAtOnce).
+    const a = await ctx.startServer({ priority: 600, dbGate: true });
     seedOlderPayment(ctx, a);
     const key = ctx.freshKey();
     const body = ctx.data.payment();
@@ -165,6 +259,9 @@ export const step: Step = {
       replayWithLink(first, await ctx.pay(a, { key, body }), a, id, t('step.14.what.replay'));
       await expectState(ctx, a, link, payment, 'refunded');
     });
+    // Every payment links to its own: another user's under the same key, and payments made at once.
+    await otherUserUnderKey(ctx, a, { key, body, id });
+    await paymentsAtOnce(ctx, a);
     // The record and the refund live in the database: a restarted server still knows both.
     await ctx.stopServer(a);
     ctx.renewCopies();
