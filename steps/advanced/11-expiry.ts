@@ -204,6 +204,54 @@ function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number
 }
 
 /**
+ * How long, at most, the check waits after a payment made once a record has expired for
+ * that record to be deleted, in ms, for a TTL of `ttlS` s: twice the TTL and a second, a
+ * generous bound for a server that deletes expired records from a timer of its own (the
+ * contract asks for it within a TTL of the record's expiry).
+ */
+export function sweepWaitMs(ttlS: number): number {
+  return 2 * ttlS * 1000 + 1000;
+}
+
+/**
+ * Requires `late`'s record, expired by now and never requested since, to be deleted with
+ * no request under an expired key: pays once more on `server` (a fresh key), then counts
+ * the rows of every table but NOT_RECORDS in the sqlite file until at most that payment's
+ * record is left (every earlier payment of this database is older than `late`, so expired
+ * too), for sweepWaitMs(ttlS) at most. A server that deletes expired records only when a
+ * request meets one (its 410) keeps them.
+ * @throws CheckFailed naming `late`'s key, the payment made after its TTL and the rows left
+ */
+async function expectSwept(ctx: LiveContext, server: ServerInstance, late: Paid, ttlS: number): Promise<void> {
+  const after = await pay(ctx, server);
+  const young = 1;
+  const start = performance.now();
+  let { records, tables } = recordRows(ctx.dbPath);
+  while (records > young && performance.now() - start < sweepWaitMs(ttlS)) {
+    await delay(100);
+    ({ records, tables } = recordRows(ctx.dbPath));
+  }
+  if (records > young) {
+    const past = (Date.parse(String(paymentOf(after.first).charged_at)) - Date.parse(String(paymentOf(late.first).charged_at))) / 1000 - ttlS;
+    throw new CheckFailed(
+      t('step.11.lazySweep', {
+        key: JSON.stringify(late.sent.key),
+        server: server.label,
+        ttl: ttlS,
+        past: past.toFixed(2),
+        after: JSON.stringify(after.sent.key),
+        s: ((performance.now() - start) / 1000).toFixed(1),
+        records,
+        tables,
+        young,
+      }),
+      t('step.11.lazySweep.why'),
+      { exchanges: [late.first, after.first] },
+    );
+  }
+}
+
+/**
  * The check itself, on A and B (IDEM_TTL_S of `ttlS`, one database) and C (IDEM_TTL_S
  * unset, a database of its own): see the step.
  * @returns the pass verdict
@@ -270,6 +318,11 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
   }
   expectCharges(ctx, otherUser.body, 1, [theirs], t('step.11.otherUser.why'));
 
+  // One more record left to expire, with no request under an expired key after it: the
+  // 410s above may have swept every record expired then (a server that deletes expired
+  // records only when a request meets one), but this one is young until after them.
+  const late = await pay(ctx, a);
+
   // Unset, the TTL is a day: C's payment, older than the graded TTL by now, still replays.
   await delay(Math.max(0, expiresBy(kept, ttlS) - Date.now()));
   const retry = await ctx.pay(c, kept.sent);
@@ -278,6 +331,12 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
     expectStatus(retry, 201, t('step.11.default', { s: ((performance.now() - kept.at) / 1000).toFixed(1), status: String(retry.status), ttl: DEFAULT_TTL_S }), why);
   }
   expectReplay(kept.first, retry, why);
+
+  // Once `late` is expired, a payment on A, and no request under an expired key: its record
+  // must go all the same (by that payment, or by a timer within SWEEP_WAIT_MS), else keys
+  // that nobody retries after their TTL keep their records for ever.
+  await delay(Math.max(0, expiresBy(late, ttlS) - Date.now()));
+  await expectSwept(ctx, a, late, ttlS);
 
   // A refused key is never charged later either (a payment redone in the background after
   // its 410): the provider's statement is read again LATE_CHARGE_WAIT_MS after the last 410.
@@ -318,8 +377,12 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
  * payment at any depth (carriesPayment) and no Location header. B is started more than a
  * TTL after A (B_AFTER_A_MS): a replay on B of a key A refused, or a 410 on A to a payment
  * just made on B, is a record age that differs by server (a clock from the process's
- * start). LATE_CHARGE_WAIT_MS after the last 410 the provider's statement is read again:
- * a refused key charged later, in the background, fails.
+ * start). Then one more payment on A is left to expire with no request under an expired
+ * key after it, and a payment made on A once its TTL is over must see its record deleted
+ * (expectSwept, a timer given sweepWaitMs): a server that deletes expired records only
+ * when a request meets one keeps the records of keys nobody retries. LATE_CHARGE_WAIT_MS
+ * after the last 410 the provider's statement is read again: a refused key charged later,
+ * in the background, fails.
  */
 export const step: Step = {
   id: '11',
