@@ -103,11 +103,13 @@ async function snoop(sandboxed: boolean): Promise<{ report: SnoopReport; result:
 function assertAllowListed(env: Record<string, string>): void {
   for (const name of Object.keys(SECRETS)) assert.equal(env[name], undefined, `${name} is not passed to the server`);
   // bwrap sets PWD to the folder it starts the server in.
-  const allowed = /^(PWD|PATH|HOME|LANG|LC_\w+|TZ|USER|LOGNAME|SHELL|TERM|PORT|IDEM_DB|IDEM_CHARGE_MS|IDEM_DB_MS|IDEM_PROVIDER_LOG|IDEM_PROVIDER_GATE|PYTHONUNBUFFERED|PYTHONDONTWRITEBYTECODE)$/;
+  const allowed = /^(PWD|PATH|HOME|LANG|LC_\w+|TZ|USER|LOGNAME|SHELL|TERM|TMPDIR|PORT|IDEM_DB|IDEM_CHARGE_MS|IDEM_DB_MS|IDEM_PROVIDER_LOG|IDEM_PROVIDER_GATE|PYTHONUNBUFFERED|PYTHONDONTWRITEBYTECODE)$/;
   // Python itself may add LC_CTYPE when it coerces the C locale.
   for (const name of Object.keys(env)) assert.match(name, allowed, `${name} is on the allow-list`);
   assert.ok(env.PORT && env.IDEM_DB && env.IDEM_CHARGE_MS, 'the contract variables are set');
   assert.notEqual(env.HOME, os.homedir(), 'HOME is a temporary folder, not the grader user\'s');
+  // Without a sandbox TMPDIR is the instance's own temporary folder (what a sandbox shows as /tmp), never the grader's.
+  if (env.TMPDIR !== undefined) assert.notEqual(env.TMPDIR, process.env.TMPDIR, "TMPDIR is the server's own folder, not the grader's");
 }
 
 test('without a sandbox the server gets only the allow-listed environment, none of the grader\'s secrets', async () => {
