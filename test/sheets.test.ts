@@ -21,7 +21,7 @@ import { freePort } from '../grader/server.js';
 import { LAB_DIR } from '../lab/paths.js';
 import { updateState } from '../lab/workspace.js';
 import { referenceFiles, serverSource } from '../fixtures/build.js';
-import { CLI, serversUnder, stopRecorded, tempDir } from './support.js';
+import { CLI, killGroupIn, serversUnder, stopRecorded, tempDir } from './support.js';
 
 /** A shell block of a sheet and the step whose section holds it. */
 interface Block {
@@ -101,6 +101,9 @@ for (const lang of ['en', 'ko', 'zh'] as const) {
       assert.deepEqual(serversUnder(ws.dir).filter((pid) => pid !== undefined).length, 1, 'only the lab\'s own server is left running: the sheets stop what they start');
     } finally {
       stopRecorded(ws.dir);
+      // A block that failed half-way may leave a server the state does not record (a second
+      // instance, a restart): every server still running in the workspace is stopped.
+      for (const pid of serversUnder(ws.dir)) killGroupIn(pid, ws.dir);
       ws.remove();
       bin.remove();
     }

@@ -127,15 +127,21 @@ export function stopRecorded(dir: string): void {
 }
 
 /**
- * SIGKILLs process group `pid` only while its leader still runs in `dir` (its cwd is under
- * it): a test's finally often meets a server that its test already stopped, and the test
- * files run two at a time with servers that use up pids (the sandbox's pid offset), so a
- * bare `kill(-pid)` of a recorded pid could hit a process of the other test that got it.
+ * SIGKILLs process group `pid` (or, when `pid` leads no group, that process) only while it
+ * still runs in `dir` (its cwd is under it): a test's finally often meets a server that its
+ * test already stopped, and the test files run two at a time with servers that use up pids
+ * (the sandbox's pid offset), so a bare `kill(-pid)` of a recorded pid could hit a process
+ * of the other test that got it.
  */
 export function killGroupIn(pid: number, dir: string): void {
   try {
     if (!fs.readlinkSync(`/proc/${pid}/cwd`).startsWith(dir)) return;
-    process.kill(-pid, 'SIGKILL');
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // Not a group leader (a server a shell block started with `&`): that process alone.
+      process.kill(pid, 'SIGKILL');
+    }
   } catch {
     // already gone
   }
