@@ -5,11 +5,9 @@
  * tables a check passes over are given by the caller.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import zlib from 'node:zlib';
 import { createRequire } from 'node:module';
 import { openStudentDatabase } from './student-db.js';
-import { readRegularBytesSync } from './safe-read.js';
 
 /** seek-bzip (pure JavaScript bzip2 decoding; CommonJS, no types): its decode(input, output) writes to output.writeByte. */
 const require = createRequire(import.meta.url);
@@ -88,44 +86,8 @@ export function readCells(dbPath: string, except: readonly string[] = [], exempt
   return cells;
 }
 
-/** At most this many files are read by fileCells. */
+/** At most this many files the servers wrote are read (steps/advanced/13-minimal.ts WRITTEN_LIMITS). */
 export const MAX_FILES = 200;
-/** How deep fileCells goes into folders. */
-const MAX_FILE_DEPTH = 3;
-
-/**
- * The files at `paths` (and in folders among them, MAX_FILE_DEPTH deep), each as a cell
- * (`table` the file's path relative to `base`, `column` '(file)', `row` 1): at most
- * MAX_FILES files and MAX_CELL_BYTES of each, read without following a link and only when
- * regular (safe-read.ts). A link, FIFO, socket or device is passed over.
- * @returns the cells, in the order found
- */
-export function fileCells(paths: readonly string[], base: string): Cell[] {
-  const cells: Cell[] = [];
-  const visit = (file: string, depth: number) => {
-    if (cells.length >= MAX_FILES) return;
-    let stat: fs.Stats;
-    try {
-      stat = fs.lstatSync(file);
-    } catch {
-      return;
-    }
-    if (stat.isDirectory() && depth < MAX_FILE_DEPTH) {
-      let entries: string[] = [];
-      try {
-        entries = fs.readdirSync(file).sort();
-      } catch {
-        return;
-      }
-      for (const entry of entries) visit(path.join(file, entry), depth + 1);
-    } else if (stat.isFile()) {
-      const value = readRegularBytesSync(file, MAX_CELL_BYTES);
-      if (value !== undefined) cells.push({ table: path.relative(base, file), column: '(file)', row: 1, value });
-    }
-  };
-  for (const file of paths) visit(file, 0);
-  return cells;
-}
 
 /** How a value was found in a cell: as it is, or the encodings undone to find it, outermost first (e.g. `base64 > zlib`). */
 export interface Found {
