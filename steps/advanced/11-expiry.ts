@@ -333,7 +333,7 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
   expectReplay(kept.first, retry, why);
 
   // Once `late` is expired, a payment on A, and no request under an expired key: its record
-  // must go all the same (by that payment, or by a timer within SWEEP_WAIT_MS), else keys
+  // must go all the same (by that payment, or by a timer within sweepWaitMs), else keys
   // that nobody retries after their TTL keep their records for ever.
   await delay(Math.max(0, expiresBy(late, ttlS) - Date.now()));
   await expectSwept(ctx, a, late, ttlS);
