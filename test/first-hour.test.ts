@@ -33,7 +33,7 @@ function readmeFirstCommand(): string {
 
 test("the README's first command, on a fresh clone with a fresh HOME whose npm prefix is in it, makes idem-lab work inside the workspace as the sheet writes it", { timeout: 300_000 }, async () => {
   const first = readmeFirstCommand();
-  assert.match(first, /^npm ci && npm link && idem-lab start --dir ~\/idem-lab$/);
+  assert.match(first, /^npm ci && npm link && node dist\/bin\/idem-lab\.js start --dir ~\/idem-lab$/);
   const tmp = tempDir('idem-lab-clone-');
   const home = path.join(tmp.dir, 'home');
   const clone = path.join(tmp.dir, 'idem-lab');
