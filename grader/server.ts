@@ -66,6 +66,8 @@ export interface StartOptions {
   dbPath: string;
   /** A label for transcripts: 'A', 'B', ... */
   label: string;
+  /** The TCP port the first try starts the server on (later tries take free ones). Default: a free one (freePort). */
+  firstPort?: number;
   /** The command; DEFAULT_COMMAND when absent. */
   command?: ServerCommand;
   /** IDEM_PROVIDER_LOG: where charge() writes the payment provider's statement, if the server keeps one. */
@@ -480,6 +482,75 @@ function processesOf(pgid: number, port: number, dbPath: string): FoundProcess[]
   return found;
 }
 
+/**
+ * The inodes of the TCP sockets listening on `port` in the grader's network namespace, on
+ * 127.0.0.1 or on every address (IPv4 and IPv6), read from /proc/net/tcp and tcp6;
+ * undefined where neither can be read (not Linux). Never throws.
+ */
+function listenerInodes(port: number): Set<string> | undefined {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  const loopbackOrAny = new Set(['0100007F', '00000000', '00000000000000000000000000000000', '00000000000000000000000001000000', '0000000000000000FFFF00000100007F']);
+  const inodes = new Set<string>();
+  let read = false;
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = fs.readFileSync(table, 'utf8');
+    } catch {
+      continue;
+    }
+    read = true;
+    for (const line of text.split('\n').slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      if (cols.length < 10 || cols[3] !== '0A') continue; // 0A: TCP_LISTEN
+      const [address, local] = cols[1].split(':');
+      if (local === hexPort && loopbackOrAny.has(address)) inodes.add(cols[9]);
+    }
+  }
+  return read ? inodes : undefined;
+}
+
+/**
+ * Whether the server answering on `instance`'s port is the instance itself: a socket
+ * listening on the port is held by one of its processes (its process group, or what
+ * carries its environment: processesOf). false when the listener is another process's: a
+ * server of another grader or test process took the free port first, this one could not
+ * bind it, and GET /health was answered by that stranger (freePort's probe and the bind
+ * leave a moment between them). true when it cannot be told (no /proc, an fd not ours to
+ * read, a listener found by none of the tables): a start is refused only on evidence.
+ * Linux only; never throws.
+ */
+export function listensItself(instance: { pid: number; port: number; dbPath: string }): boolean {
+  const inodes = listenerInodes(instance.port);
+  if (inodes === undefined || inodes.size === 0) return true;
+  let unreadable = false;
+  for (const { pid } of processesOf(instance.pid, instance.port, instance.dbPath)) {
+    let fds: string[];
+    try {
+      fds = fs.readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      unreadable = true;
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        const m = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`));
+        if (m && inodes.has(m[1])) return true;
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return unreadable;
+}
+
+/** A start whose port turned out to be listened on by another process (listensItself): startServer tries another port. Internal. */
+class PortTakenByStranger extends Error {
+  constructor(readonly port: number) {
+    super(`port ${port} is listened on by another process`);
+  }
+}
+
 function addressInUse(output: string): boolean {
   return /address already in use|EADDRINUSE|Errno 98/i.test(output);
 }
@@ -499,7 +570,7 @@ export async function startServer(options: StartOptions): Promise<ServerInstance
   let starvedTries = 0;
   try {
     for (let attempt = 1; ; attempt++) {
-      const port = await freePort();
+      const port = attempt === 1 && options.firstPort !== undefined ? options.firstPort : await freePort();
       const instance = spawnServer(options, port, cwd);
       try {
         await waitReady(instance, timeoutMs);
@@ -508,7 +579,7 @@ export async function startServer(options: StartOptions): Promise<ServerInstance
       } catch (err) {
         await instance.stop();
         // Another process took the free port between our probe and the bind: try another one.
-        if (attempt < 3 && addressInUse(instance.output())) continue;
+        if (attempt < 5 && (err instanceof PortTakenByStranger || addressInUse(instance.output()))) continue;
         // The start limit ran out while the server or the grader was starved: it says
         // nothing about the server. Started again, START_STARVED_TRIES times at most.
         if (err instanceof StartStarved) {
@@ -765,11 +836,16 @@ async function waitReady(instance: ServerInstance, timeoutMs: number): Promise<v
   if (readiness === 'timeout' && starvedFor(seen, timeoutMs)) {
     // The limit ran out while the server waited for a CPU or the grader could not look: one
     // last look, then it is unclear (startServer starts it again), never the server's failure.
-    if (!instance.hasExited && (await probe())) return;
-    if (!instance.hasExited) throw new StartStarved(seen);
-    readiness = 'ended';
+    if (!instance.hasExited && (await probe())) readiness = 'ready';
+    else if (!instance.hasExited) throw new StartStarved(seen);
+    else readiness = 'ended';
   }
-  if (readiness === 'ready') return;
+  if (readiness === 'ready') {
+    // Unsandboxed, the port is the host's: GET /health may have been answered by another
+    // process's server that bound the port first. (In a sandbox the relay's socket is the pod's own.)
+    if (!instance.socketPath && !listensItself(instance)) throw new PortTakenByStranger(instance.port);
+    return;
+  }
   if (readiness === 'ended') {
     throw new ServerStartFailed(
       t('check.serverExited', { how: String(instance.exitDescription), port: instance.port, server: instance.names.server }),

@@ -6,7 +6,7 @@
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gradeFixture } from './settle.js';
+import { gradeFixture, verdictReport } from './settle.js';
 import { runningServerCount } from '../../grader/server.js';
 import { advancedSolutionNames, racySteps } from '../../fixtures/build.js';
 import { ADVANCED_MATRIX } from '../../fixtures/advanced-matrix.js';
@@ -51,12 +51,12 @@ export function advancedMatrix(shard: Shard): void {
       assert.deepEqual(
         results.map((r) => `${r.id} ${r.status}`),
         judged.map((s) => `${s.id} ${row[s.id] ? 'fail' : 'pass'}`),
-        all.map((r) => `${r.id} ${r.status}: ${r.message}`).join('\n'),
+        verdictReport(all),
       );
       for (const result of results) {
         const pattern = row[result.id];
         if (!pattern) continue;
-        assert.match([result.message, ...result.details].join('\n'), new RegExp(pattern), `step ${result.id} fails for the right reason`);
+        assert.match([result.message, ...result.details].join('\n'), new RegExp(pattern), `step ${result.id} fails for the right reason\n${verdictReport([result])}`);
         assert.ok(result.why, `step ${result.id} says why it matters`);
         assert.ok(result.exchanges.length > 0 || result.details.length > 0, `step ${result.id} shows what was sent and what came back`);
       }

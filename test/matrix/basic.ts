@@ -6,7 +6,7 @@
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gradeFixture } from './settle.js';
+import { gradeFixture, verdictReport } from './settle.js';
 import { runningServerCount } from '../../grader/server.js';
 import { racySteps, solutionNames } from '../../fixtures/build.js';
 import { MATRIX, WARNINGS } from '../../fixtures/matrix.js';
@@ -43,11 +43,11 @@ export function basicMatrix(shard: Shard): void {
       assert.deepEqual(
         results.map((r, i) => (row[i].startsWith('~') && r.status !== 'error' ? 'pass|fail' : r.status)),
         row.map(verdict),
-        results.map((r) => `${r.id} ${r.status}: ${r.message}`).join('\n'),
+        verdictReport(results),
       );
       results.forEach((result, i) => {
         if (row[i] === P || result.status === 'pass') return;
-        assert.match(result.message, new RegExp(row[i].replace(/^~/, '')), `step ${result.id} fails for the right reason`);
+        assert.match(result.message, new RegExp(row[i].replace(/^~/, '')), `step ${result.id} fails for the right reason\n${verdictReport([result])}`);
         assert.ok(result.why, `step ${result.id} says why it matters`);
         assert.ok(result.exchanges.length > 0 || result.details.length > 0, `step ${result.id} shows what was sent and what came back`);
         if (result.seed !== undefined) assert.ok(Number.isInteger(result.seed), `step ${result.id} names its seed`);

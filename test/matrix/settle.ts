@@ -59,3 +59,29 @@ export async function gradeFixture(solution: string, steps: readonly Step[]): Pr
     tmp.remove();
   }
 }
+
+/** One exchange in a line: server, request, status or error, the start of the answer's body (at most 160 characters). */
+function exchangeLine(e: StepResult['exchanges'][number]): string {
+  const sent = `${e.server} ${e.method} ${e.path}${e.key !== undefined ? ` key=${JSON.stringify(e.key)}` : ''} ${e.requestBody.slice(0, 80)}`;
+  const got = e.status !== undefined ? `${e.status} ${(e.responseBody ?? '').slice(0, 160)}` : `no answer (${e.errorCode ?? ''}: ${e.error ?? ''})`;
+  return `    ${sent} -> ${got} [${Math.round(e.ms)} ms]`;
+}
+
+/**
+ * The verdicts of a graded row as an assertion message: each step's status and message and,
+ * for a step that did not pass, its details, the exchanges it names (at most 8) and the tail
+ * of a server's output, so that a row that fails on a CI machine can be diagnosed from its log alone.
+ */
+export function verdictReport(results: readonly StepResult[]): string {
+  return results
+    .map((r) => {
+      const lines = [`${r.id} ${r.status}: ${r.message}`];
+      if (r.status !== 'pass') {
+        lines.push(...r.details.map((d) => `    | ${d}`));
+        lines.push(...r.exchanges.slice(0, 8).map(exchangeLine));
+        if (r.serverOutput) lines.push(`    server output: ${r.serverOutput.slice(-600)}`);
+      }
+      return lines.join('\n');
+    })
+    .join('\n');
+}
