@@ -143,22 +143,54 @@ export type StartOutcome =
 
 const DEFERRED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
+/** How many withSignalsDeferred calls are running; a signal dispatched meanwhile is held in `heldSignal`. */
+let deferring = 0;
+let heldSignal: NodeJS.Signals | undefined;
+let relayInstalled = false;
+
+/**
+ * The listener withSignalsDeferred keeps on SIGINT, SIGTERM and SIGHUP for good, once
+ * installed. Node.js hands a signal to its listeners on a later turn of the event loop: a
+ * listener removed between the signal's arrival and that turn never hears of it, and the
+ * signal is lost (a Ctrl-C right after the server was recorded let `start` go on and
+ * succeed). So the listener stays, and does what the signal's default would when nothing
+ * is deferring and no other listener takes the signal: it steps aside and raises it again.
+ */
+function onDeferredSignal(signal: NodeJS.Signals): void {
+  if (deferring > 0) {
+    heldSignal ??= signal;
+    return;
+  }
+  raiseAsDefault(signal);
+}
+
+/** Raises `signal` again with its default action (the process ends by it), unless another listener of this process takes it. */
+function raiseAsDefault(signal: NodeJS.Signals): void {
+  if (process.listeners(signal).some((l) => l !== onDeferredSignal)) return;
+  process.off(signal, onDeferredSignal);
+  process.kill(process.pid, signal);
+}
+
 /**
  * Runs `fn` with SIGINT, SIGTERM and SIGHUP held back: one that arrives meanwhile is
  * raised again once `fn` is done, so Ctrl-C cannot fall between starting a server and
- * recording it.
+ * recording it. Its listener stays installed afterwards (onDeferredSignal says why).
  */
 async function withSignalsDeferred<T>(fn: () => Promise<T>): Promise<T> {
-  let caught: NodeJS.Signals | undefined;
-  const hold = (signal: NodeJS.Signals) => {
-    caught ??= signal;
-  };
-  for (const signal of DEFERRED_SIGNALS) process.on(signal, hold);
+  if (!relayInstalled) {
+    relayInstalled = true;
+    for (const signal of DEFERRED_SIGNALS) process.on(signal, onDeferredSignal);
+  }
+  deferring++;
   try {
     return await fn();
   } finally {
-    for (const signal of DEFERRED_SIGNALS) process.off(signal, hold);
-    if (caught && process.listenerCount(caught) === 0) process.kill(process.pid, caught);
+    deferring--;
+    if (deferring === 0 && heldSignal !== undefined) {
+      const signal = heldSignal;
+      heldSignal = undefined;
+      raiseAsDefault(signal);
+    }
   }
 }
 
