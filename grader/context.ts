@@ -15,7 +15,7 @@ import { copyImage, fillPod, imageBinds, interpreterHome, type Image, NOT_COPIED
 import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import { openGate, type GateDecision, type ProviderGate } from './gate.js';
 import { lockstep, type Lockstep } from './lockstep.js';
-import { SchedWatch, StarveMeter, starvedFor } from './sched.js';
+import { SchedWatch, StarveMeter, starvedFor, type Starvation } from './sched.js';
 import { checkTimeouts } from './http.js';
 import type { Exchange, KeylessGrouping, LedgerRow } from './types.js';
 import { labelledOutput } from './printed.js';
@@ -562,6 +562,17 @@ export class LiveContext {
     this.judgeStarvation([exchange], meter, timeouts);
     this.exchanges.push(exchange);
     return exchange;
+  }
+
+  /**
+   * Starts measuring how starved `servers` and the grader are while a bound the step times
+   * itself runs (a wait for a server's timer, say); stop() returns what was seen (sched.ts
+   * Starvation, in ms), to be judged with starvedFor(seen, boundMs): a bound that ran out
+   * while starved says nothing about the server (throw gate.ts Starved then).
+   */
+  starveMeter(servers: ServerInstance[]): { stop(): Starvation } {
+    const meter = this.meter(servers);
+    return { stop: () => meter.stop() };
   }
 
   /** The servers' schedulers' watches (sched.ts), made on first use, one per instance. */
