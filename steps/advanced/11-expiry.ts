@@ -463,7 +463,10 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
  * (expectSwept, a timer given sweepWaitMs): a server that deletes expired records only
  * when a request meets one keeps the records of keys nobody retries. LATE_CHARGE_WAIT_MS
  * after the last 410 the provider's statement is read again: a refused key charged later,
- * in the background, fails.
+ * in the background, fails. C's payment, replayed with the default TTL, is then retried on
+ * D, a server on C's database whose wall clock reads DAY_LATER_S ahead (dayLaterRound,
+ * libfaketime): a day and an hour old, it must be refused with 410 (an age that wraps at a
+ * day never expires); the round is passed over with a warning where D's clock does not move.
  */
 export const step: Step = {
   id: '11',
