@@ -282,11 +282,13 @@ done < "$RUNNER_TEMP/repos.txt"
  * The sandbox step of the cohort workflow: `idem-lab grade` runs every student's server in
  * bubblewrap and refuses to grade without it, so it is installed when missing, and Ubuntu
  * 24.04's AppArmor rule that keeps unprivileged user namespaces from programs without a
- * profile (which bubblewrap needs) is lifted on the throw-away runner.
+ * profile (which bubblewrap needs) is lifted on the throw-away runner. libfaketime comes
+ * with it: step 11 moves a server's clock a day on with it (without it, that round is
+ * passed over with a warning).
  */
-const SANDBOX_SCRIPT = `if ! command -v bwrap >/dev/null 2>&1; then
+const SANDBOX_SCRIPT = `if ! command -v bwrap >/dev/null 2>&1 || ! ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1; then
   sudo apt-get update -q
-  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap
+  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap faketime
 fi
 if [ "$(cat /proc/sys/kernel/apparmor_restrict_unprivileged_userns 2>/dev/null)" = "1" ]; then
   sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0
@@ -480,7 +482,7 @@ export function gradescopeSetupText(): string {
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q ca-certificates curl gnupg python3 bubblewrap
+apt-get install -y -q ca-certificates curl gnupg python3 bubblewrap faketime
 curl -fsSL https://deb.nodesource.com/setup_${NODE_LTS}.x | bash -
 apt-get install -y -q nodejs
 # npm 12 runs no dependency's install script unless allowed: better-sqlite3's builds the ledger's driver.
@@ -572,7 +574,7 @@ exit 0
 export function exercismDockerfileText(): string {
   return `# The idem-lab test runner image for Exercism. Written by \`idem-lab ci init --exercism\`.
 FROM node:${NODE_LTS}-bookworm-slim
-RUN apt-get update -q && apt-get install -y -q --no-install-recommends python3 bubblewrap coreutils && rm -rf /var/lib/apt/lists/*
+RUN apt-get update -q && apt-get install -y -q --no-install-recommends python3 bubblewrap faketime coreutils && rm -rf /var/lib/apt/lists/*
 COPY ${tarballName()} idem-lab.json /opt/idem-lab/
 RUN npm install --global --no-fund --no-audit --allow-scripts=better-sqlite3 /opt/idem-lab/${tarballName()}
 COPY bin/run.sh /opt/test-runner/bin/run.sh

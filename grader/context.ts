@@ -58,6 +58,14 @@ export interface InstanceOptions {
   priority?: number;
   /** Variables of the track's own contract for this instance, e.g. `{ IDEM_TTL_S: '1' }` (see StartOptions.env). Default none. */
   env?: Readonly<Record<string, string>>;
+  /**
+   * Its wall clock reads this many seconds ahead of the grader's, e.g. 90000: a server a
+   * day and an hour later (StartOptions.clockOffsetS, fake-clock.ts). Only where
+   * fakeClockLibrary() finds libfaketime; a server that reads the clock without the C
+   * library keeps its real one, so the check must see the clock moved (a time the server
+   * wrote) before it judges by it. Default: its real clock.
+   */
+  clockOffsetS?: number;
 }
 
 /** One database of a check: its sqlite file (IDEM_DB) and its provider's statement (IDEM_PROVIDER_LOG), absolute paths. */
@@ -310,6 +318,7 @@ export class LiveContext {
       timeZone: serverTimeZone(this.data.seed),
       gateSocket: gate.socketPath,
       dbGate: options.dbGate,
+      clockOffsetS: options.clockOffsetS,
     }).catch((err: unknown) => {
       pod.failed = true;
       gate.close();

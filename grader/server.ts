@@ -15,6 +15,7 @@ import { bwrapArgs, dropPrivileges, podHostname, prlimitArgs, sandboxOwner, with
 import { chownTree } from './safe-copy.js';
 import { CheckCgroup } from './cgroup.js';
 import { interpreterPath } from './prewarm.js';
+import { fakeClockLibrary, withFakeClock } from './fake-clock.js';
 import { SchedWatch, StarveMeter, starvedFor, type Starvation } from './sched.js';
 import { Starved } from './gate.js';
 import { killGroup, procStat, readyTimeoutMs, spawnInGroup, stopGroup, waitUntilReady, type Ending } from './process.js';
@@ -147,6 +148,13 @@ export interface StartOptions {
    * several others starting beside it.
    */
   priority?: number;
+  /**
+   * The server's wall clock reads this many seconds ahead of the grader's (fake-clock.ts:
+   * libfaketime preloaded into the server's command only). Default: its real clock.
+   * Requires libfaketime (fakeClockLibrary); the clock of a server that reads it without
+   * the C library does not move, which the caller must look for itself.
+   */
+  clockOffsetS?: number;
 }
 
 const OUTPUT_TAIL_BYTES = 4096;
@@ -757,7 +765,9 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const socketDir = sandbox?.network === 'private' ? socketFolder() : undefined;
   const socketPath = socketDir && path.join(socketDir, `${options.label}-${port}.sock`);
   const relay = relayCommand(command.file, owner !== undefined);
-  const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, [command.file, ...command.args]) : [command.file, ...command.args];
+  // A clock moved on (StartOptions.clockOffsetS): the preload is set on the server's own command, past the privilege drop.
+  const argv = options.clockOffsetS === undefined ? [command.file, ...command.args] : withFakeClock(options.clockOffsetS, [command.file, ...command.args]);
+  const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, argv) : argv;
   // In a sandbox, each start its own host name and pids (podHostname, withPidOffset): pods
   // are told apart. The pids used up before the relay is forked push it and the server it
   // forks further on (pid and parent's pid); without a relay (no network namespace) the
@@ -768,9 +778,9 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const [writable, ...databaseDirs] = options.writable?.length ? options.writable : [scratch];
   const extraWritable = databaseDirs.filter((dir) => dir !== writable && !dir.startsWith(writable + path.sep));
   const readOnly = (options.readOnly ?? []).flatMap(([source, dest]) => ['--ro-bind', source, dest]);
-  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? []), ...(options.gateSocket ? [path.dirname(options.gateSocket)] : [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable], podHostname()), ...readOnly, '--', ...inner];
+  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? []), ...(options.gateSocket ? [path.dirname(options.gateSocket)] : []), ...(options.clockOffsetS !== undefined && fakeClockLibrary() ? [path.dirname(fakeClockLibrary()!)] : [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable], podHostname()), ...readOnly, '--', ...inner];
   let [file, args] = !sandbox || !sandboxArgs
-    ? withParentDeath(command.file, command.args)
+    ? withParentDeath(argv[0], argv.slice(1))
     : owner
       ? [sandbox.bwrap, sandboxArgs]
       : [sandbox.prlimit, [...prlimitArgs(sandbox.limits), sandbox.bwrap, ...sandboxArgs]];

@@ -35,6 +35,13 @@ export const en = {
   'step.11.tooSlow': 'Three times in a row a retry sent well within the TTL of its payment came back only after the TTL of {ttl} s (the last after {ms} ms): the machine is too loaded to grade expiry. Run the check again.',
   'step.11.default': 'With IDEM_TTL_S unset, a retry {s} s after its payment got HTTP {status}: unset, records are kept for {ttl} s (a day), and the retry replays.',
   'step.11.default.why': 'The contract\'s default TTL is {ttl} s: a server started without IDEM_TTL_S keeps its records for a day, as Stripe keeps keys for 24 hours.',
+  'step.11.dayLater.replayed': 'The payment under key {key} made on {paidOn} (IDEM_TTL_S unset: records are kept {ttl} s, a day) was retried on {server}, a server on the same database whose clock reads {hours} hours later (charged_at of a payment made there: {chargedAt}), and it was replayed: a record {hours} hours old is past the default TTL, and its key is refused with 410 Gone.',
+  'step.11.dayLater.reprocessed': 'The payment under key {key} made on {paidOn} (IDEM_TTL_S unset: a TTL of {ttl} s) was retried on {server}, a server on the same database whose clock reads {hours} hours later (charged_at of a payment made there: {chargedAt}), and it was processed again as a new payment (payment_id {id}): a key whose record has expired is refused with 410, never charged again.',
+  'step.11.dayLater.why': 'A record\'s age is its whole age, days included. An age taken from a timedelta\'s .seconds (which leaves out .days), or a time of day without its date, starts again at 0 every day: with the default TTL of {ttl} s no record ever expires, a key replays for ever and the store keeps every key.',
+  'step.11.dayLater.noFaketime': 'The day-later round was not run: libfaketime is not installed (Debian/Ubuntu: apt-get install faketime), so no server could be started with its clock {hours} hours ahead to see a record expire with the default TTL of a day.',
+  'step.11.dayLater.noStart': 'The day-later round was not run: the server started with its clock {hours} hours ahead (libfaketime) did not come up: {error}',
+  'step.11.dayLater.notMoved': 'The day-later round was not run: on the server started with its clock {hours} hours ahead (libfaketime), a new payment got HTTP {status} with charged_at {chargedAt}, not {hours} hours ahead. Its clock did not move (a program that reads the clock without the C library keeps the real one), so expiry with the default TTL of a day was not graded.',
+  'step.11.dayLater.unclear': 'The day-later round could not be judged: the payment under key {key} made on {paidOn}, retried on {server}, a server on the same database whose clock reads {hours} hours later (charged_at of a payment made there: {chargedAt}), got {status} where 410 was expected. That clock is moved by a preloaded library (libfaketime), which may be what failed, so this is not counted against the server.',
   'step.11.pass': 'Within the TTL of {ttl} s keys replayed; past it they were refused with 410 on both instances, before and after their records were deleted, and charged nothing more; the tables other than ledger and refunds held {records} rows for the {made} payments since; with IDEM_TTL_S unset a record was kept.',
 } as const;
 
@@ -75,6 +82,13 @@ export const ko: Record<keyof typeof en, string> = {
   'step.11.tooSlow': 'TTL 안에 넉넉히 여유를 두고 보낸 재시도가 세 번 연속 TTL {ttl}초가 지난 뒤에야 돌아왔습니다(마지막은 {ms}ms). 컴퓨터가 너무 바빠 만료를 채점할 수 없으니 검사를 다시 실행하세요.',
   'step.11.default': 'IDEM_TTL_S가 없을 때 결제 후 {s}초 뒤의 재시도가 HTTP {status} 응답을 받았습니다. 설정이 없으면 기록은 {ttl}초(하루) 동안 보관되고 재시도는 재생되어야 합니다.',
   'step.11.default.why': '계약의 기본 TTL은 {ttl}초입니다. IDEM_TTL_S 없이 시작한 서버는 Stripe가 키를 24시간 보관하듯 기록을 하루 동안 보관합니다.',
+  'step.11.dayLater.replayed': '{paidOn}에서 키 {key} 값으로 한 결제(IDEM_TTL_S 없음: 기록은 {ttl}초, 즉 하루 보관)를, 같은 데이터베이스를 쓰면서 시계가 {hours}시간 뒤를 가리키는 서버 {server}에서 재시도했더니(그 서버에서 한 결제의 charged_at: {chargedAt}) 재생되었습니다. {hours}시간 된 기록은 기본 TTL을 넘겼으니 그 키는 410 Gone으로 거절해야 합니다.',
+  'step.11.dayLater.reprocessed': '{paidOn}에서 키 {key} 값으로 한 결제(IDEM_TTL_S 없음: TTL {ttl}초)를, 같은 데이터베이스를 쓰면서 시계가 {hours}시간 뒤를 가리키는 서버 {server}에서 재시도했더니(그 서버에서 한 결제의 charged_at: {chargedAt}) 새 결제(payment_id {id})로 다시 처리되었습니다. 기록이 만료된 키는 410으로 거절할 뿐, 다시 청구하지 않습니다.',
+  'step.11.dayLater.why': '기록의 나이는 날짜까지 포함한 전체 나이입니다. timedelta의 .seconds(.days는 빠짐)나 날짜 없는 하루 중 시각으로 잰 나이는 날마다 0부터 다시 시작합니다. 그러면 기본 TTL {ttl}초로는 어떤 기록도 만료되지 않아, 키는 영원히 재생되고 저장소는 모든 키를 떠안게 됩니다.',
+  'step.11.dayLater.noFaketime': '하루 뒤 라운드는 실행하지 않았습니다. libfaketime이 설치되어 있지 않아(Debian/Ubuntu: apt-get install faketime) 시계가 {hours}시간 앞선 서버를 띄워 기본 TTL 하루가 지난 기록이 만료되는지 볼 수 없었습니다.',
+  'step.11.dayLater.noStart': '하루 뒤 라운드는 실행하지 않았습니다. 시계를 {hours}시간 앞당겨(libfaketime) 띄운 서버가 올라오지 않았습니다: {error}',
+  'step.11.dayLater.notMoved': '하루 뒤 라운드는 실행하지 않았습니다. 시계를 {hours}시간 앞당겨(libfaketime) 띄운 서버에서 새 결제가 HTTP {status} 응답과 charged_at {chargedAt} 값을 돌려주었는데, {hours}시간 앞선 시각이 아닙니다. 시계가 움직이지 않은 것입니다(C 라이브러리를 거치지 않고 시계를 읽는 프로그램은 실제 시계를 그대로 씁니다). 그래서 기본 TTL 하루의 만료는 채점하지 않았습니다.',
+  'step.11.dayLater.unclear': '하루 뒤 라운드는 판정할 수 없었습니다. {paidOn}에서 키 {key} 값으로 한 결제를, 같은 데이터베이스를 쓰면서 시계가 {hours}시간 뒤를 가리키는 서버 {server}에서 재시도했더니(그 서버에서 한 결제의 charged_at: {chargedAt}) 410이 아니라 {status} 응답을 받았습니다. 그 시계는 미리 불러온 라이브러리(libfaketime)로 움직인 것이라 실패의 원인이 그쪽일 수 있으므로, 서버의 잘못으로 치지 않습니다.',
   'step.11.pass': 'TTL {ttl}초 안에서는 키가 재생되었고, 그 뒤에는 두 인스턴스 모두에서 기록을 지우기 전에도 후에도 410으로 거절되었으며 더 청구되지 않았습니다. 그 뒤의 결제 {made}건에 대해 ledger와 refunds를 뺀 테이블의 행은 {records}개였고, IDEM_TTL_S가 없을 때는 기록이 남아 있었습니다.',
 };
 
@@ -115,5 +129,12 @@ export const zh: Record<keyof typeof en, string> = {
   'step.11.tooSlow': '在支付的 TTL 之内、留足余量发出的重试连续三次都在 {ttl} 秒的 TTL 过后才返回（最后一次用了 {ms} 毫秒）：机器太忙，无法评判过期。请重新运行检查。',
   'step.11.default': '没有设置 IDEM_TTL_S 时，支付 {s} 秒后的重试得到 HTTP {status}：未设置时记录保留 {ttl} 秒（一天），重试应该被重放。',
   'step.11.default.why': '契约规定的默认 TTL 是 {ttl} 秒：不带 IDEM_TTL_S 启动的服务器把记录保留一天，就像 Stripe 把键保留 24 小时。',
+  'step.11.dayLater.replayed': '在 {paidOn} 上以键 {key} 完成的支付（未设置 IDEM_TTL_S：记录保留 {ttl} 秒，即一天），在 {server} 上重试。{server} 与它共用同一个数据库，时钟却拨快了 {hours} 小时（在那里完成的一笔支付的 charged_at 为 {chargedAt}），结果仍被重放：{hours} 小时前的记录已超过默认 TTL，该键应以 410 Gone 拒绝。',
+  'step.11.dayLater.reprocessed': '在 {paidOn} 上以键 {key} 完成的支付（未设置 IDEM_TTL_S：TTL 为 {ttl} 秒），在 {server} 上重试。{server} 与它共用同一个数据库，时钟却拨快了 {hours} 小时（在那里完成的一笔支付的 charged_at 为 {chargedAt}），结果被当成新支付再处理了一次（payment_id {id}）：记录已过期的键只能以 410 拒绝，绝不能再扣款。',
+  'step.11.dayLater.why': '记录的年龄是连同天数在内的完整年龄。用 timedelta 的 .seconds（不含 .days）或者不带日期的当天时刻来算年龄，每天都会从 0 重新开始：在默认 {ttl} 秒的 TTL 下，没有任何记录会过期，键永远被重放，存储里留下所有的键。',
+  'step.11.dayLater.noFaketime': '未运行“一天之后”这一轮：没有安装 libfaketime（Debian/Ubuntu：apt-get install faketime），因此无法启动一个时钟拨快 {hours} 小时的服务器，来检验记录在默认一天的 TTL 后是否过期。',
+  'step.11.dayLater.noStart': '未运行“一天之后”这一轮：时钟拨快 {hours} 小时（libfaketime）启动的服务器没能起来：{error}',
+  'step.11.dayLater.notMoved': '未运行“一天之后”这一轮：在时钟拨快 {hours} 小时（libfaketime）启动的服务器上，一笔新支付得到 HTTP {status}，charged_at 为 {chargedAt}，并没有提前 {hours} 小时。它的时钟没有被拨动（不经 C 库读取时钟的程序仍用真实时钟），所以默认一天 TTL 的过期没有评分。',
+  'step.11.dayLater.unclear': '“一天之后”这一轮无法判定：在 {paidOn} 上以键 {key} 完成的支付，在与它共用数据库、时钟拨快 {hours} 小时的 {server} 上重试（在那里完成的一笔支付的 charged_at 为 {chargedAt}），得到的是 {status} 而不是 410。那个时钟是靠预加载的库（libfaketime）拨动的，失败可能出在它身上，因此不算作服务器的错误。',
   'step.11.pass': '在 {ttl} 秒的 TTL 之内键被重放；过了 TTL，两个实例上无论记录删除前后都以 410 拒绝，也没有再扣款；之后的 {made} 笔支付对应除 ledger 和 refunds 以外的表里 {records} 行；未设置 IDEM_TTL_S 时记录得以保留。',
 };

@@ -6,6 +6,7 @@ import { starvedFor } from '../../grader/sched.js';
 import { describeCharge, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
 import { chargeMs } from '../../grader/limits.js';
+import { fakeClockLibrary } from '../../grader/fake-clock.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
@@ -174,13 +175,14 @@ async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: numb
  * Idempotency-Replayed: true (a refusal is not a replay: step 09's rule, saysReplayed) and
  * no Location header (a 410 points at no new resource: RFC 9110 §10.2.2 gives Location to a
  * 201 and to redirects), and the key's payment to be charged once and recorded once still.
- * `later`: the answer came from a server started `startedS` s (at least) after server
+ * `on`: a server on the database the key was paid on, when that is not the check's own
+ * (its statement and ledger are read). `later`: the answer came from a server started `startedS` s (at least) after server
  * `other`, which refused the key already: a replay there is said as a record's age that
  * differs from server to server (a clock counted from the process's start).
  * @throws CheckFailed saying what the server did instead: replayed, processed again, another
  *   status, a body with a payment or without an error, a replay header, a Location
  */
-function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number, later?: { other: string; startedS: string }): void {
+function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number, later?: { other: string; startedS: string }, on?: ServerInstance): void {
   const { sent, first } = paid;
   const facts = { key: JSON.stringify(sent.key), server: answer.server, s: ((performance.now() - paid.at) / 1000).toFixed(1), ttl: ttlS };
   const exchanges = [first, answer];
@@ -201,8 +203,8 @@ function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number
     throw new CheckFailed(t('step.11.noError', facts), t('step.11.noError.why'), { exchanges: [answer] });
   }
   if (!/key|키|键|鍵/i.test(body.error)) ctx.warn(t('step.11.sayNewKey', { error: JSON.stringify(body.error.slice(0, 200)) }));
-  expectCharges(ctx, sent.body, 1, exchanges, t('step.11.reprocessed.why'));
-  expectRows(ctx, sent.key, 1, exchanges, t('step.11.reprocessed.why'));
+  expectCharges(ctx, sent.body, 1, exchanges, t('step.11.reprocessed.why'), on);
+  expectRows(ctx, sent.key, 1, exchanges, t('step.11.reprocessed.why'), on);
 }
 
 /**
@@ -258,6 +260,72 @@ async function expectSwept(ctx: LiveContext, server: ServerInstance, late: Paid,
       { exchanges: [late.first, after.first] },
     );
   }
+}
+
+/** How far ahead the clock of the server the day-later round starts (D) reads, in s: a day and an hour, past the default TTL by an hour. */
+export const DAY_LATER_S = 90_000;
+
+/**
+ * How far a payment's charged_at on D may lie from the grader's clock plus DAY_LATER_S
+ * for D's clock to count as moved, in ms: ten minutes (a moved clock reads within a few ms
+ * of it; an unmoved one a day away).
+ */
+export const MOVED_WITHIN_MS = 600_000;
+
+/**
+ * The day-later round: C's payment `kept` (IDEM_TTL_S unset: a TTL of a day), retried on D,
+ * a server started on C's database whose wall clock reads DAY_LATER_S ahead (libfaketime,
+ * InstanceOptions.clockOffsetS), must be refused as expired (410, as expectGone, no
+ * charge, no row), not replayed nor charged again: a record's age that wraps at a day
+ * (timedelta's .seconds without .days) never reaches the default TTL. Judged only once
+ * D's clock is seen to have moved: a fresh payment on D must answer 201 with a charged_at
+ * within MOVED_WITHIN_MS of the grader's clock plus DAY_LATER_S. Without libfaketime,
+ * when D does not start, when that payment does not answer 201 or its clock did not move
+ * (a server that reads the clock without the C library), or when the retry gets neither a
+ * 201 nor a 410 (which the preload, not the server, may have caused), the round is passed
+ * over with a warning, never failed. Expired records being deleted is not asked of D: a
+ * timer within a TTL (a day) of their expiry is the contract's.
+ * @throws CheckFailed when the retry on D replays `kept` or is charged as a new payment,
+ *   or its 410 breaks a rule of expectGone
+ */
+async function dayLaterRound(ctx: LiveContext, c: ServerInstance, kept: Paid): Promise<void> {
+  const hours = DAY_LATER_S / 3600;
+  if (!fakeClockLibrary()) {
+    ctx.warn(t('step.11.dayLater.noFaketime', { hours }));
+    return;
+  }
+  let d: ServerInstance;
+  try {
+    d = await ctx.startServer({ database: ctx.database(c), label: 'D', clockOffsetS: DAY_LATER_S, priority: 1000 });
+  } catch (err) {
+    if (err instanceof Starved) throw err;
+    ctx.warn(t('step.11.dayLater.noStart', { hours, error: String(err instanceof Error ? err.message : err).split('\n')[0].slice(0, 300) }));
+    return;
+  }
+  const probe: Sent = { key: ctx.freshKey(), body: ctx.data.payment() };
+  const paid = await ctx.pay(d, probe);
+  const chargedAt = paid.status === 201 ? String((responseJson(paid) as Record<string, unknown> | undefined)?.charged_at ?? '') : '';
+  const ahead = Date.parse(chargedAt) - Date.now();
+  if (!(Math.abs(ahead - DAY_LATER_S * 1000) <= MOVED_WITHIN_MS)) {
+    ctx.warn(t('step.11.dayLater.notMoved', { hours, status: String(paid.status ?? paid.error), chargedAt: JSON.stringify(chargedAt) }));
+    return;
+  }
+  const retry = await ctx.pay(d, kept.sent);
+  const facts = { key: JSON.stringify(kept.sent.key), paidOn: c.label, server: d.label, hours, chargedAt, ttl: DEFAULT_TTL_S };
+  if (retry.status === 201) {
+    const again = responseJson(retry) as Record<string, unknown> | undefined;
+    const replayed = again?.payment_id === paymentOf(kept.first).payment_id;
+    throw new CheckFailed(
+      t(replayed ? 'step.11.dayLater.replayed' : 'step.11.dayLater.reprocessed', { ...facts, id: String(again?.payment_id) }),
+      t(replayed ? 'step.11.dayLater.why' : 'step.11.reprocessed.why', { ttl: DEFAULT_TTL_S }),
+      { exchanges: [kept.first, paid, retry] },
+    );
+  }
+  if (retry.status !== 410) {
+    ctx.warn(t('step.11.dayLater.unclear', { ...facts, status: String(retry.status ?? retry.error) }));
+    return;
+  }
+  expectGone(ctx, retry, kept, DEFAULT_TTL_S, undefined, c);
 }
 
 /**
@@ -341,6 +409,10 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
   }
   expectReplay(kept.first, retry, why);
 
+  // A day and an hour later (a server on C's database whose clock reads so), C's payment
+  // has expired with the default TTL: refused with 410, not replayed.
+  await dayLaterRound(ctx, c, kept);
+
   // Once `late` is expired, a payment on A, and no request under an expired key: its record
   // must go all the same (by that payment, or by a timer within sweepWaitMs), else keys
   // that nobody retries after their TTL keep their records for ever.
@@ -391,7 +463,10 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
  * (expectSwept, a timer given sweepWaitMs): a server that deletes expired records only
  * when a request meets one keeps the records of keys nobody retries. LATE_CHARGE_WAIT_MS
  * after the last 410 the provider's statement is read again: a refused key charged later,
- * in the background, fails.
+ * in the background, fails. C's payment, replayed with the default TTL, is then retried on
+ * D, a server on C's database whose wall clock reads DAY_LATER_S ahead (dayLaterRound,
+ * libfaketime): a day and an hour old, it must be refused with 410 (an age that wraps at a
+ * day never expires); the round is passed over with a warning where D's clock does not move.
  */
 export const step: Step = {
   id: '11',
