@@ -159,8 +159,8 @@ async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: numb
     }
     if (ms >= ttlS * 1000) {
       if (attempt < ATTEMPTS) continue;
-      // Not the server's fault: the grader could not send a retry within the TTL.
-      throw new Error(t('step.11.tooSlow', { ttl: ttlS, ms }));
+      // Not the server's fault: the grader could not send a retry within the TTL (inconclusive, graded again).
+      throw new Starved(t('step.11.tooSlow', { ttl: ttlS, ms }));
     }
     const within = retryOn
       ? t('step.11.withinAcross', { key: JSON.stringify(paid.sent.key), paidOn: server.label, server: retryOn.server.label, started: retryOn.startedS, ms, ttl: ttlS, status: String(retry.status) })
