@@ -54,7 +54,8 @@ export interface Forcing {
  * Sends `requests` all at once (ctx.paySimultaneously: request i to servers[i % n]) while
  * the grader forces the interleaving `forcing` names: the database's write lock held for
  * LOCK_HOLD_MS from before the first request, the statements in lockstep armed once all
- * are written. Whatever happens, the lock is released, then `holds`, then the lockstep stopped.
+ * are written. Whatever happens (even when the lock cannot be taken), the lock is released,
+ * then `holds`, then the lockstep stopped.
  * @returns the exchanges, in request order, and the lockstep's waves (statements let run
  *   in each, in order) when it ran in lockstep
  * @throws Error when the write lock cannot be taken (see LiveContext.holdWriteLock)
@@ -65,10 +66,11 @@ export async function sendForced(
   requests: PayRequest[],
   forcing: Forcing = {},
 ): Promise<{ exchanges: Exchange[]; waves?: readonly number[] }> {
-  // The servers share one database: the first one's.
-  let release = forcing.lockDatabase ? ctx.holdWriteLock(servers[0]) : undefined;
+  let release: (() => void) | undefined;
   let lock: Lockstep | undefined;
   try {
+    // The servers share one database: the first one's.
+    release = forcing.lockDatabase ? ctx.holdWriteLock(servers[0]) : undefined;
     lock = forcing.lockstep ? ctx.lockstep(servers) : undefined;
     const armed = lock;
     const answers = ctx.paySimultaneously(servers, requests, forcing.timeouts ?? checkTimeouts(), armed && (() => armed.arm()));
