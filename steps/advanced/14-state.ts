@@ -1,4 +1,6 @@
 import { CheckFailed, inPart } from '../../grader/failure.js';
+import { Starved } from '../../grader/gate.js';
+import { starvedFor } from '../../grader/sched.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { checkTimeouts, responseJson } from '../../grader/http.js';
 import { listOf, t } from '../../i18n/index.js';
@@ -177,9 +179,17 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
   const ofSent = (c: { user: string; amount: number }) => sent.findIndex((s) => s.body.user === c.user && s.body.amount === c.amount);
   const gate = ctx.gate(server);
   const hold = gate.hold((c) => ofSent(c) >= 0, 'moved');
-  void gate.until((cs) => sent.every((_, i) => cs.some((c) => ofSent(c) === i && c.movedAt !== undefined)), AT_ONCE_BOUND_MS).then(() => hold.release());
+  // Whether every charge had moved the money within the bound (the interleaving was forced),
+  // and how starved the server was meanwhile: a bound run out on a busy machine forced nothing.
+  const meter = ctx.starveMeter([server]);
+  let allMoved = false;
+  void gate.until((cs) => sent.every((_, i) => cs.some((c) => ofSent(c) === i && c.movedAt !== undefined)), AT_ONCE_BOUND_MS).then((held) => {
+    allMoved = held;
+    hold.release();
+  });
   const { connectMs, answerMs } = checkTimeouts();
   const { exchanges: answers, waves = [] } = await sendForced(ctx, [server], sent, { lockstep: true, holds: [hold], timeouts: { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS } });
+  const seen = meter.stop();
   answers.forEach((answer, i) =>
     expectStatus(answer, 201, t('step.14.atOnce', { count: AT_ONCE, key: JSON.stringify(sent[i].key), user: JSON.stringify(sent[i].body.user), status: String(answer.status ?? answer.error) }), t('step.14.atOnce.why')),
   );
@@ -197,6 +207,13 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
     }
     linkOf(answer, server, ids[i], t('step.14.what.atOnce', said));
   });
+  // Every link led to its own payment. That proves something only when the charges were held
+  // until all had moved the money, or when they could not be because the server charges one
+  // at a time (not starved: its own doing); a bound that ran out while the machine starved
+  // the server forced no interleaving, and the round is graded again.
+  if (!allMoved && starvedFor(seen, AT_ONCE_BOUND_MS)) {
+    throw new Starved(t('step.14.atOnceStarved', { count: AT_ONCE, s: AT_ONCE_BOUND_MS / 1000, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }));
+  }
 }
 
 /**

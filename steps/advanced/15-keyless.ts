@@ -34,6 +34,21 @@ export const WINDOW_S = 2;
 const AFTER_WINDOW_MS = 100;
 
 /**
+ * Where in a second of the wall clock the timed round's first request is sent, in ms past
+ * the whole second. Early in its second, the body's record is made early in its second too,
+ * and the same body sent AFTER_WINDOW_MS past the window falls in the second a window later,
+ * not the one after: a server that cuts both its record's time and its clock to whole
+ * seconds and ends the window only when that age is more than the window (a window of
+ * 2 to almost 3 s, depending on the phase) replays it, every time, instead of paying anew.
+ */
+const ROUND_PHASE_MS = 20;
+
+/** How long to wait, in ms, until the wall clock is ROUND_PHASE_MS past a whole second (0 to just under 1000). */
+function untilRoundPhase(): number {
+  return (ROUND_PHASE_MS - (Date.now() % 1000) + 1000) % 1000;
+}
+
+/**
  * Keyless bodies whose first requests are spread over one window, SPREAD_MS apart (the
  * step's body first), each sent again RETRY_AFTER_MS after its first request (once that is
  * answered). Every pair spans RETRY_AFTER_MS and they follow each other SPREAD_MS apart, so
@@ -679,6 +694,7 @@ export const step: Step = {
         // The timed requests, from t0: each body's first request SPREAD_MS after the one
         // before and its retry RETRY_AFTER_MS after that; the step's body again on B at
         // OTHER_POD_AT_MS, and once more a window after its first answer.
+        await delay(untilRoundPhase(), undefined, { signal: ended.signal });
         const t0 = performance.now();
         let firstAnswered = t0;
         const pairs = bodies.map((each, i) => {
