@@ -9,6 +9,7 @@ import type { LiveContext } from './context.js';
 import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
 import type { TestData } from './seed.js';
+import type { Lockstep } from './lockstep.js';
 
 /** Requests per race round: the lab sheet's ten simultaneous requests. */
 export const RACE_SIZE = 10;
@@ -17,29 +18,73 @@ export const RACE_SIZE = 10;
 export const LOCK_HOLD_MS = 250;
 
 /** How a race round is run. */
-export interface RaceOptions {
-  /**
-   * Hold the database's write lock for LOCK_HOLD_MS while the requests arrive, so every
-   * look-up that comes before the server's first write happens before any claim: a
-   * check-then-insert whose look-up is its first statement charges more than once every
-   * time instead of now and then.
-   */
-  lockDatabase?: boolean;
+export interface RaceOptions extends Omit<Forcing, 'holds'> {
   /** What the round is called in its verdicts; default `Round N`. */
   name?: string;
-  /** Time limits of its requests; default checkTimeouts(). */
-  timeouts?: { connectMs: number; answerMs: number };
   /** The round's key and payment, when the caller must know them before the round ends; default: fresh ones. */
   payment?: { key: string; body: { user: string; amount: number } };
-  /**
-   * Run the round in lockstep (lockstep.ts): the servers' statements outside a transaction
-   * go in waves, each once nothing else can run, so that every request's look-up runs
-   * before any claim, whatever the machine's load. Only servers started with `dbGate` that
-   * speak the database's gate are held; others run as without it.
-   */
-  lockstep?: boolean;
   /** The stream the fresh key and payment come from; default the check's (ctx.data). A round run beside other parts of its step takes a fork, so that a seed replays it. */
   data?: TestData;
+}
+
+/** How sendForced forces simultaneous requests into the interleaving a design is wrong in. */
+export interface Forcing {
+  /**
+   * Hold the database's write lock (the first server's database) for LOCK_HOLD_MS while the
+   * requests arrive, so every look-up that comes before the server's first write happens
+   * before any claim: a check-then-insert whose look-up is its first statement charges
+   * more than once every time instead of now and then.
+   */
+  lockDatabase?: boolean;
+  /**
+   * Run the requests in lockstep (lockstep.ts): the servers' statements outside a
+   * transaction go in waves, each once nothing else can run, so that every request's
+   * look-up runs before any claim (and every insert before any read-back), whatever the
+   * machine's load; the first wave goes once every request is written. Only servers
+   * started with `dbGate` that speak the database's gate are held; others run as without it.
+   */
+  lockstep?: boolean;
+  /** Holds of the caller's (a charge held at the provider's gate, say), released once every answer is in (or the sending failed), before the lockstep stops. */
+  holds?: ReadonlyArray<{ release(): void }>;
+  /** Time limits of the requests; default checkTimeouts(). */
+  timeouts?: { connectMs: number; answerMs: number };
+}
+
+/**
+ * Sends `requests` all at once (ctx.paySimultaneously: request i to servers[i % n]) while
+ * the grader forces the interleaving `forcing` names: the database's write lock held for
+ * LOCK_HOLD_MS from before the first request, the statements in lockstep armed once all
+ * are written. Whatever happens (even when the lock cannot be taken), the lock is released,
+ * then `holds`, then the lockstep stopped.
+ * @returns the exchanges, in request order, and the lockstep's waves (statements let run
+ *   in each, in order) when it ran in lockstep
+ * @throws Error when the write lock cannot be taken (see LiveContext.holdWriteLock)
+ */
+export async function sendForced(
+  ctx: LiveContext,
+  servers: ServerInstance[],
+  requests: PayRequest[],
+  forcing: Forcing = {},
+): Promise<{ exchanges: Exchange[]; waves?: readonly number[] }> {
+  let release: (() => void) | undefined;
+  let lock: Lockstep | undefined;
+  try {
+    // The servers share one database: the first one's.
+    release = forcing.lockDatabase ? ctx.holdWriteLock(servers[0]) : undefined;
+    lock = forcing.lockstep ? ctx.lockstep(servers) : undefined;
+    const armed = lock;
+    const answers = ctx.paySimultaneously(servers, requests, forcing.timeouts ?? checkTimeouts(), armed && (() => armed.arm()));
+    if (release) {
+      await delay(LOCK_HOLD_MS);
+      release();
+      release = undefined;
+    }
+    return { exchanges: await answers, waves: lock?.waves };
+  } finally {
+    release?.();
+    for (const hold of forcing.holds ?? []) hold.release();
+    lock?.stop();
+  }
 }
 
 /**
@@ -76,22 +121,7 @@ export async function raceRound(
   const body = options.payment?.body ?? data.payment();
   const name = options.name ?? t('check.race.round', { round });
   const requests = [...Array.from({ length: RACE_SIZE }, () => ({ key, body })), ...extra];
-  // The servers of a round share one database: the first one's.
-  let release = options.lockDatabase ? ctx.holdWriteLock(servers[0]) : undefined;
-  const waves = options.lockstep ? ctx.lockstep(servers) : undefined;
-  let all: Exchange[];
-  try {
-    const answers = ctx.paySimultaneously(servers, requests, options.timeouts ?? checkTimeouts(), waves && (() => waves.arm()));
-    if (release) {
-      await delay(LOCK_HOLD_MS);
-      release();
-      release = undefined;
-    }
-    all = await answers;
-  } finally {
-    release?.();
-    waves?.stop();
-  }
+  const { exchanges: all, waves } = await sendForced(ctx, servers, requests, options);
   const exchanges = all.slice(0, RACE_SIZE);
   const at = where(servers);
   const rows = rowsForKey(ctx.ledger(servers[0]), key);
@@ -100,7 +130,7 @@ export async function raceRound(
   const seenFacts = { key: JSON.stringify(key), charges: charges.length };
   const seen =
     (options.lockDatabase ? t('check.race.seen.locked', { ...seenFacts, ms: LOCK_HOLD_MS }) : '') +
-    (waves ? t('check.race.seen.waves', { ...seenFacts, waves: waves.waves.length, statements: waves.waves.reduce((sum, n) => sum + n, 0) }) : '');
+    (waves ? t('check.race.seen.waves', { ...seenFacts, waves: waves.length, statements: waves.reduce((sum, n) => sum + n, 0) }) : '');
   if (rows.length > 1 || charges.length > 1) {
     throw new CheckFailed(
       t('check.race.doubled', { name, charges: charges.length, rows: rows.length, size: RACE_SIZE, where: at }) + seen,

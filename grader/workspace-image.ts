@@ -4,9 +4,9 @@
  *
  * The workspace is the student's: while it is copied, one of their servers running
  * without a sandbox may swap a file for a link, a FIFO or a huge file. So every entry is
- * reached through a folder opened `O_DIRECTORY | O_NOFOLLOW` (as `/proc/self/fd/N/name`,
- * the openat of Node.js), every file is opened `O_NOFOLLOW | O_NONBLOCK` and checked with
- * fstat to be a regular file before a byte is read, and its size is judged by st_size
+ * reached as safe-walk.ts reaches it: through the folder above it held open (as
+ * `/proc/self/fd/N/name`, the openat of Node.js), opened `O_NOFOLLOW | O_NONBLOCK` and
+ * checked with fstat to be the entry lstat saw before a byte is read; its size is judged by st_size
  * before reading (a sparse file of 2 GB is refused, never expanded). Links are copied
  * as links, verbatim, never followed; FIFOs, sockets and devices are passed over.
  * Engine code only: no lab specifics.
@@ -14,8 +14,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { t } from '../i18n/index.js';
+import { entryPath, listNames, lstatEntry, openDir, openEntry } from './safe-walk.js';
 
-const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fs.constants;
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
 
 /** The bounds of a workspace's image (docs/safe-grading.md). */
 export interface ImageLimits {
@@ -128,28 +129,24 @@ export function copyImage(workspace: string, dest: string, exclude: string, limi
 
   const walk = (dirFd: number, to: string, rel: string, depth: number) => {
     if (depth > limits.depth) tooLarge('depth', rel);
-    const names = fs.readdirSync(`/proc/self/fd/${dirFd}`);
-    if (depth === 0 && names.length > limits.topEntries) tooLarge('top', '.');
-    for (const name of names.sort()) {
+    // At the top, no more names than the bound on top entries, and one more to learn that it is over.
+    const listed = listNames(dirFd, depth === 0 ? limits.topEntries : Infinity);
+    if (depth === 0 && listed.more) tooLarge('top', '.');
+    for (const name of listed.names) {
       const relName = rel === '' ? name : `${rel}/${name}`;
-      const from = `/proc/self/fd/${dirFd}/${name}`;
       const hostPath = path.join(root, relName);
       if (depth === 0 && NOT_COPIED.test(name)) continue;
       // A folder that holds the check's own temporary folder is not copied into itself.
       if (exclude === hostPath || exclude.startsWith(hostPath + path.sep)) continue;
-      let stat: fs.Stats;
-      try {
-        stat = fs.lstatSync(from);
-      } catch {
-        continue; // gone meanwhile
-      }
+      const stat = lstatEntry(dirFd, name);
+      if (stat === undefined) continue; // gone meanwhile
       if (!stat.isFile() && !stat.isDirectory() && !stat.isSymbolicLink()) continue; // FIFO, socket, device
       if (++image.entries > limits.entries) tooLarge('entries', relName);
       const target = path.join(to, name);
       if (stat.isSymbolicLink()) {
         let link: string;
         try {
-          link = fs.readlinkSync(from);
+          link = fs.readlinkSync(entryPath(dirFd, name));
         } catch {
           image.entries--;
           continue; // swapped meanwhile for something else: passed over
@@ -167,28 +164,21 @@ export function copyImage(workspace: string, dest: string, exclude: string, limi
       // Judged by st_size before any byte is read: a sparse file is never expanded.
       if (stat.isFile() && stat.size > limits.fileBytes) tooLarge('file', relName, stat.size);
       if (stat.isFile() && image.bytes + stat.size > limits.totalBytes) tooLarge('total', relName, image.bytes + stat.size);
-      let fd: number;
+      // Swapped meanwhile for a link, a socket, another entry or nothing: passed over, unread.
+      const entry = openEntry(dirFd, name, stat);
+      if (entry === undefined) continue;
+      const { fd, stat: opened } = entry;
       try {
-        fd = fs.openSync(from, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | (stat.isDirectory() ? O_DIRECTORY : 0));
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        // Swapped meanwhile for a link (ELOOP), a socket (ENXIO), something else or nothing: passed over, unread.
-        if (code === 'ELOOP' || code === 'ENXIO' || code === 'ENOENT' || code === 'ENOTDIR') continue;
-        throw err;
-      }
-      try {
-        const opened = fs.fstatSync(fd);
-        if (opened.isDirectory() && stat.isDirectory()) {
+        if (opened.isDirectory()) {
           fs.mkdirSync(target, { mode: 0o755 });
           fs.chmodSync(target, 0o755);
           walk(fd, target, relName, depth + 1);
-        } else if (opened.isFile() && stat.isFile()) {
+        } else {
           if (opened.size > limits.fileBytes) tooLarge('file', relName, opened.size);
           image.bytes += opened.size;
           if (image.bytes > limits.totalBytes) tooLarge('total', relName, image.bytes);
           copyFile(fd, opened.size, (opened.mode & 0o111) !== 0, target, relName);
         }
-        // Anything else was swapped in after the lstat: passed over.
       } finally {
         fs.closeSync(fd);
       }
@@ -198,7 +188,7 @@ export function copyImage(workspace: string, dest: string, exclude: string, limi
 
   fs.mkdirSync(dest, { mode: 0o755 });
   fs.chmodSync(dest, 0o755);
-  const rootFd = fs.openSync(root, O_RDONLY | O_DIRECTORY);
+  const rootFd = openDir(root, true);
   try {
     walk(rootFd, dest, '', 0);
     return image;

@@ -3,17 +3,17 @@
  * working folder and its database's folder), bounded and without ever being led elsewhere.
  *
  * Those folders are the servers', and servers may still run while they are read: any entry
- * may be a link, a FIFO, or be swapped for one at any moment. So, as workspace-image.ts
- * does, every entry is reached through the folder above it opened `O_DIRECTORY |
- * O_NOFOLLOW` (as `/proc/self/fd/N/name`: no path is resolved again from the top), every
- * entry is opened `O_NOFOLLOW | O_NONBLOCK` and checked with fstat to be the kind lstat saw
+ * may be a link, a FIFO, or be swapped for one at any moment. So every entry is reached as
+ * safe-walk.ts reaches it (as workspace-image.ts does): through the folder above it held
+ * open, opened `O_NOFOLLOW | O_NONBLOCK` and checked with fstat to be the entry lstat saw
  * (a regular file, or a folder) before a byte is read; links are never followed, FIFOs,
- * sockets and devices never opened. Engine code only: no lab specifics.
+ * sockets and devices never opened, and a folder's names are read no further than the
+ * entries bound reaches. Engine code only: no lab specifics.
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { listNames, lstatEntry, openDir, openEntry, type Names, type OpenedEntry } from './safe-walk.js';
 
-const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fs.constants;
 
 /** One regular file read: where it is and (at most the bound of) its bytes. */
 export interface WrittenFile {
@@ -78,6 +78,8 @@ export function readWritten(
   };
   const deferred: Array<{ fd: number; full: string; root: string; depth: number }> = [];
   const full = () => files.length >= limits.files || total >= limits.totalBytes || entries >= limits.entries;
+  /** Says which bound is full, before something is left unread for it. */
+  const cutFull = () => cutBy(files.length >= limits.files ? 'files' : total >= limits.totalBytes ? 'bytes' : 'entries');
 
   const readFile = (fd: number, size: number): Buffer => {
     const max = Math.min(limits.fileBytes, limits.totalBytes - total, size);
@@ -93,26 +95,19 @@ export function readWritten(
 
   /** Reads the folder open as `dirFd` (closed by the caller). */
   const walk = (dirFd: number, dir: string, root: string, depth: number) => {
-    let names: string[];
+    let listed: Names;
     try {
-      names = fs.readdirSync(`/proc/self/fd/${dirFd}`).sort();
+      // No more names than the entries bound can still look at (and whether there were more).
+      listed = listNames(dirFd, Math.max(0, limits.entries - entries));
     } catch {
       return;
     }
-    for (const name of names) {
-      if (full()) {
-        cutBy(files.length >= limits.files ? 'files' : total >= limits.totalBytes ? 'bytes' : 'entries');
-        return;
-      }
+    for (const name of listed.names) {
+      if (full()) return cutFull();
       entries++;
-      const from = `/proc/self/fd/${dirFd}/${name}`;
       const host = path.join(dir, name);
-      let stat: fs.Stats;
-      try {
-        stat = fs.lstatSync(from);
-      } catch {
-        continue; // gone meanwhile
-      }
+      const stat = lstatEntry(dirFd, name);
+      if (stat === undefined) continue; // gone meanwhile
       // A link, FIFO, socket or device: never opened.
       if (!stat.isFile() && !stat.isDirectory()) continue;
       if (options.skip?.(host, stat)) continue;
@@ -121,43 +116,46 @@ export function readWritten(
         continue;
       }
       if (stat.isFile() && (stat.size === 0 || options.skipInodes?.has(stat.ino))) continue;
-      let fd: number;
+      let entry: OpenedEntry | undefined;
       try {
-        fd = fs.openSync(from, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | (stat.isDirectory() ? O_DIRECTORY : 0));
+        entry = openEntry(dirFd, name, stat);
       } catch {
-        continue; // swapped meanwhile for a link (ELOOP), a socket (ENXIO), something else or nothing: unread
+        continue; // unopenable: unread
       }
+      // Swapped meanwhile for a link, a socket, another entry or nothing: passed over, unread.
+      if (entry === undefined) continue;
+      const { fd, stat: opened } = entry;
       let keep = false;
       try {
-        const opened = fs.fstatSync(fd);
-        if (opened.isDirectory() && stat.isDirectory() && opened.ino === stat.ino) {
+        if (opened.isDirectory()) {
           if (options.later?.(host)) {
             deferred.push({ fd, full: host, root, depth: depth + 1 });
             keep = true;
           } else walk(fd, host, root, depth + 1);
-        } else if (opened.isFile() && stat.isFile() && opened.ino === stat.ino && !options.skipInodes?.has(opened.ino)) {
+        } else if (!options.skipInodes?.has(opened.ino)) {
           const bytes = readFile(fd, opened.size);
           total += bytes.length;
           if (bytes.length < opened.size) cutBy('bytes');
           if (bytes.length > 0) files.push({ path: host, rel: path.relative(root, host), root, size: opened.size, bytes });
         }
-        // Anything else was swapped in after the lstat: passed over, unread.
       } catch {
         // unreadable: passed over
       } finally {
         if (!keep) fs.closeSync(fd);
       }
     }
+    // Names left unread: the entries bound (or another) is full now, as it would be at the next name.
+    if (listed.more) cutFull();
   };
 
   for (const root of roots) {
     if (full()) {
-      cutBy(files.length >= limits.files ? 'files' : total >= limits.totalBytes ? 'bytes' : 'entries');
+      cutFull();
       break;
     }
     let fd: number;
     try {
-      fd = fs.openSync(root, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_DIRECTORY);
+      fd = openDir(root);
     } catch {
       continue;
     }

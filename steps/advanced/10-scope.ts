@@ -1,8 +1,7 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed } from '../../grader/failure.js';
 import { describeCharge, expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { checkTimeouts, responseJson, type PayRequest } from '../../grader/http.js';
-import { LOCK_HOLD_MS } from '../../grader/race.js';
+import { sendForced } from '../../grader/race.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
@@ -203,17 +202,7 @@ async function race(ctx: LiveContext, server: ServerInstance, owners: Owners): P
   const amount = ctx.data.amount();
   const users = Array.from({ length: RACE_USERS }, () => ctx.data.user());
   const sent: Sent[] = [...users, ...users].map((user) => ({ key, body: { user, amount } }));
-  let release: (() => void) | undefined = ctx.holdWriteLock(server);
-  let answers: Exchange[];
-  try {
-    const pending = ctx.paySimultaneously([server], sent as PayRequest[], checkTimeouts());
-    await delay(LOCK_HOLD_MS);
-    release();
-    release = undefined;
-    answers = await pending;
-  } finally {
-    release?.();
-  }
+  const { exchanges: answers } = await sendForced(ctx, [server], sent as PayRequest[], { lockDatabase: true });
   const unanswered = answers.find((e) => e.error !== undefined);
   if (unanswered) expectStatus(unanswered, 201, t('check.first201'), t('step.10.notOwn.why'));
   for (const user of users) {

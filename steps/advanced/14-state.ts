@@ -4,6 +4,7 @@ import { starvedFor } from '../../grader/sched.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { checkTimeouts, responseJson } from '../../grader/http.js';
 import { listOf, t } from '../../i18n/index.js';
+import { sendForced } from '../../grader/race.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
@@ -186,15 +187,8 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
     allMoved = held;
     hold.release();
   });
-  const waves = ctx.lockstep([server]);
-  let answers: Exchange[];
-  try {
-    const { connectMs, answerMs } = checkTimeouts();
-    answers = await ctx.paySimultaneously([server], sent, { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS }, () => waves.arm());
-  } finally {
-    hold.release();
-    waves.stop();
-  }
+  const { connectMs, answerMs } = checkTimeouts();
+  const { exchanges: answers, waves = [] } = await sendForced(ctx, [server], sent, { lockstep: true, holds: [hold], timeouts: { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS } });
   const seen = meter.stop();
   answers.forEach((answer, i) =>
     expectStatus(answer, 201, t('step.14.atOnce', { count: AT_ONCE, key: JSON.stringify(sent[i].key), user: JSON.stringify(sent[i].body.user), status: String(answer.status ?? answer.error) }), t('step.14.atOnce.why')),
@@ -206,7 +200,7 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
     const other = link !== undefined && 'target' in link ? ids.findIndex((id, j) => j !== i && id !== ids[i] && link.target === paymentPath(id)) : -1;
     if (other >= 0) {
       throw new CheckFailed(
-        t('step.14.atOnceLink', { ...said, location: answer.location!, otherKey: JSON.stringify(sent[other].key), otherUser: JSON.stringify(sent[other].body.user), path: paymentPath(ids[i]), waves: waves.waves.length }),
+        t('step.14.atOnceLink', { ...said, location: answer.location!, otherKey: JSON.stringify(sent[other].key), otherUser: JSON.stringify(sent[other].body.user), path: paymentPath(ids[i]), waves: waves.length }),
         t('step.14.atOnce.why'),
         { exchanges: [answer, answers[other]] },
       );

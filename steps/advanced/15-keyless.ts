@@ -3,8 +3,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, expectCharges, expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
-import { checkTimeouts, responseJson, SECOND_CLIENT_ADDRESS } from '../../grader/http.js';
-import { LOCK_HOLD_MS, RACE_SIZE } from '../../grader/race.js';
+import { responseJson, SECOND_CLIENT_ADDRESS } from '../../grader/http.js';
+import { RACE_SIZE, sendForced } from '../../grader/race.js';
 import { Inconclusive } from '../../grader/gate.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
@@ -180,19 +180,9 @@ function keylessLink(exchange: Exchange, server: ServerInstance, what: string): 
  */
 async function keylessRace(ctx: LiveContext, server: ServerInstance): Promise<void> {
   const body = ctx.data.payment();
-  let release: (() => void) | undefined = ctx.holdWriteLock(server);
-  let answers: Exchange[];
   // Wall-clock time (epoch ms, as the provider's statement) before any request is sent: no server's window for the body begins earlier.
   const sentAtMs = Date.now();
-  try {
-    const sent = ctx.paySimultaneously([server], Array.from({ length: RACE_SIZE }, () => ({ body })), checkTimeouts());
-    await delay(LOCK_HOLD_MS);
-    release();
-    release = undefined;
-    answers = await sent;
-  } finally {
-    release?.();
-  }
+  const { exchanges: answers } = await sendForced(ctx, [server], Array.from({ length: RACE_SIZE }, () => ({ body })), { lockDatabase: true });
   let paid: Exchange[];
   try {
     const charges = ctx.chargesFor(body, server);
