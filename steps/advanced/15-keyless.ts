@@ -39,7 +39,7 @@ const AFTER_WINDOW_MS = 100;
  * and the same body sent AFTER_WINDOW_MS past the window falls in the second a window later,
  * not the one after: a server that cuts both its record's time and its clock to whole
  * seconds and ends the window only when that age is more than the window (a window of
- * 2 to almost 3 s, depending on the phase) replays it, every time, instead of paying anew.
+ * 2 to 3 s long, depending on the phase) replays it, every time, instead of paying anew.
  */
 const ROUND_PHASE_MS = 20;
 
