@@ -92,7 +92,7 @@ test('start without idem-lab anywhere on PATH prints npm link in this folder as 
   try {
     const start = await runCli(['start', '--port', String(await freePort())], { cwd: tmp.dir, env: { PATH: '/usr/bin:/bin' } });
     assert.equal(start.exitCode, 0);
-    assert.match(start.stdout, new RegExp(`The idem-lab command is not on your PATH, so the lab sheet's \`idem-lab check 05\` would fail\\. Run: .*cd ${PACKAGE_ROOT.replace(/[.]/g, '\\.')} && npm link`));
+    assert.match(start.stdout, new RegExp(`The idem-lab command is not on your PATH, so every \`idem-lab\` command of the lab sheet \\(\`idem-lab check 02\`, \`idem-lab hint 02\` \\.\\.\\.\\) would fail\\. Run: .*cd ${PACKAGE_ROOT.replace(/[.]/g, '\\.')} && npm link`));
   } finally {
     stopRecorded(tmp.dir);
     tmp.remove();
