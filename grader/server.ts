@@ -767,6 +767,8 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const relay = relayCommand(command.file, owner !== undefined);
   // A clock moved on (StartOptions.clockOffsetS): the preload is set on the server's own command, past the privilege drop.
   const argv = options.clockOffsetS === undefined ? [command.file, ...command.args] : withFakeClock(options.clockOffsetS, [command.file, ...command.args]);
+  // The preload's folder, readable in a sandbox (withFakeClock threw already where there is none).
+  const clockLibrary = options.clockOffsetS === undefined ? undefined : fakeClockLibrary();
   const server = owner && sandbox ? dropPrivileges(owner, sandbox.limits, argv) : argv;
   // In a sandbox, each start its own host name and pids (podHostname, withPidOffset): pods
   // are told apart. The pids used up before the relay is forked push it and the server it
@@ -778,7 +780,7 @@ function spawnServer(options: StartOptions, port: number, cwd: string): ServerIn
   const [writable, ...databaseDirs] = options.writable?.length ? options.writable : [scratch];
   const extraWritable = databaseDirs.filter((dir) => dir !== writable && !dir.startsWith(writable + path.sep));
   const readOnly = (options.readOnly ?? []).flatMap(([source, dest]) => ['--ro-bind', source, dest]);
-  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? []), ...(options.gateSocket ? [path.dirname(options.gateSocket)] : []), ...(options.clockOffsetS !== undefined && fakeClockLibrary() ? [path.dirname(fakeClockLibrary()!)] : [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable], podHostname()), ...readOnly, '--', ...inner];
+  const sandboxArgs = sandbox && [...bwrapArgs(sandbox, writable, cwd, command.file, [...relay.folders, ...(options.readable ?? []), ...(options.gateSocket ? [path.dirname(options.gateSocket)] : []), ...(clockLibrary ? [path.dirname(clockLibrary)] : [])], tmp, [...(socketDir ? [socketDir] : []), ...extraWritable], podHostname()), ...readOnly, '--', ...inner];
   let [file, args] = !sandbox || !sandboxArgs
     ? withParentDeath(argv[0], argv.slice(1))
     : owner

@@ -14,7 +14,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { listNames, lstatEntry, openDir, openEntry, type Names, type OpenedEntry } from './safe-walk.js';
 
-
 /** One regular file read: where it is and (at most the bound of) its bytes. */
 export interface WrittenFile {
   /** Its absolute path on the grader's side (for naming it only: never opened by it). */

@@ -7,6 +7,7 @@ import { describeCharge, expectCharges, expectReplay, expectRows, expectStatus, 
 import { responseJson } from '../../grader/http.js';
 import { chargeMs } from '../../grader/limits.js';
 import { fakeClockLibrary } from '../../grader/fake-clock.js';
+import { msUntilPhase } from '../../grader/wall-clock.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
@@ -141,7 +142,7 @@ export const RETRY_PAST_MS = 300;
 async function payAndReplay(ctx: LiveContext, server: ServerInstance, ttlS: number, acrossSecond: boolean, retryOn?: { server: ServerInstance; startedS: string }): Promise<Paid[]> {
   const made: Paid[] = [];
   for (let attempt = 1; ; attempt++) {
-    if (acrossSecond) await delay((1000 + PAY_AT_MS - (Date.now() % 1000)) % 1000);
+    if (acrossSecond) await delay(msUntilPhase(PAY_AT_MS));
     const second = Math.floor(Date.now() / 1000);
     const started = performance.now();
     const paid = await pay(ctx, server);

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
+import { msUntilPhase } from '../../grader/wall-clock.js';
 import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, expectCharges, expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
@@ -42,11 +43,6 @@ const AFTER_WINDOW_MS = 100;
  * 2 to 3 s long, depending on the phase) replays it, every time, instead of paying anew.
  */
 const ROUND_PHASE_MS = 20;
-
-/** How long to wait, in ms, until the wall clock is ROUND_PHASE_MS past a whole second (0 to just under 1000). */
-function untilRoundPhase(): number {
-  return (ROUND_PHASE_MS - (Date.now() % 1000) + 1000) % 1000;
-}
 
 /**
  * Keyless bodies whose first requests are spread over one window, SPREAD_MS apart (the
@@ -514,7 +510,7 @@ const WHOLE_SECOND_PAST_MS = 20;
  */
 async function wholeSecondRound(ctx: LiveContext, a: ServerInstance): Promise<Judge> {
   const body = ctx.data.payment();
-  await delay((WHOLE_SECOND_FIRST_AT_MS - (Date.now() % 1000) + 1000) % 1000);
+  await delay(msUntilPhase(WHOLE_SECOND_FIRST_AT_MS));
   const sentAt = Date.now();
   const sent = performance.now();
   const first = await ctx.pay(a, { body });
@@ -694,7 +690,7 @@ export const step: Step = {
         // The timed requests, from t0: each body's first request SPREAD_MS after the one
         // before and its retry RETRY_AFTER_MS after that; the step's body again on B at
         // OTHER_POD_AT_MS, and once more a window after its first answer.
-        await delay(untilRoundPhase(), undefined, { signal: ended.signal });
+        await delay(msUntilPhase(ROUND_PHASE_MS), undefined, { signal: ended.signal });
         const t0 = performance.now();
         let firstAnswered = t0;
         const pairs = bodies.map((each, i) => {
