@@ -600,6 +600,7 @@ export const ko: Record<MessageKey, string> = {
   'summary.took': '걸린 시간: {duration} (처음 시작 {from}, 마지막 통과 {to}).',
   'summary.hours': '{h}시간 {m}분',
   'summary.minutes': '{m}분',
+  'summary.seconds': '{s}초',
   'summary.answers': '내 답안이 있는 폴더: {dir} ({files}).',
   'summary.solutions': 'idem-lab solution N 명령으로 어느 단계든 모범 답안을 볼 수 있습니다.',
   'solution.notPassed': '{id}단계는 아직 통과하지 못했습니다. 통과하면 모범 답안이 열립니다(idem-lab check {id})',

@@ -600,6 +600,7 @@ export const zh: Record<MessageKey, string> = {
   'summary.took': '用时 {duration}（第一次启动 {from}，最后一次通过 {to}）。',
   'summary.hours': '{h} 小时 {m} 分钟',
   'summary.minutes': '{m} 分钟',
+  'summary.seconds': '{s} 秒',
   'summary.answers': '你的答案在 {dir}：{files}。',
   'summary.solutions': 'idem-lab solution N 可以查看任一步骤的参考答案。',
   'solution.notPassed': '步骤 {id} 还没有通过：通过之后才能查看参考答案（idem-lab check {id}）',

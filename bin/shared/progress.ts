@@ -73,8 +73,10 @@ export function localTime(iso: string | undefined): string {
   return `${date.getFullYear()}-${two(date.getMonth() + 1)}-${two(date.getDate())} ${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())} ${zone}`;
 }
 
-/** `1 h 12 min` or `42 min` (at least 1 min), in the learner's language. */
+/** `1 h 12 min`, `42 min` (at least 1 min from half a minute on) or `12 s` (under half a minute), in the learner's language. */
 export function formatDuration(ms: number): string {
+  // Under a minute (a graded example, a replayed workspace): the seconds, not "1 min".
+  if (ms < 30_000) return t('summary.seconds', { s: Math.max(0, Math.round(ms / 1000)) });
   const minutes = Math.max(1, Math.round(ms / 60_000));
   return minutes >= 60 ? t('summary.hours', { h: Math.floor(minutes / 60), m: minutes % 60 }) : t('summary.minutes', { m: minutes });
 }
