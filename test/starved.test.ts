@@ -16,7 +16,8 @@ import assert from 'node:assert/strict';
 import { grade } from '../grader/engine.js';
 import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
 import { FIXTURES_DIR, serverSource } from '../fixtures/build.js';
-import { selectSteps } from '../steps/index.js';
+import { ADVANCED_STEPS, selectSteps } from '../steps/index.js';
+import { AT_ONCE_BOUND_MS } from '../steps/advanced/14-state.js';
 import type { StepResult } from '../grader/types.js';
 import { serversUnder, tempDir } from './support.js';
 
@@ -36,7 +37,7 @@ async function gradeServer(source: string, stepId: string, during?: (dir: string
   try {
     fs.writeFileSync(path.join(tmp.dir, 'server.py'), source);
     during?.(tmp.dir);
-    const [result] = await grade({ workspace: tmp.dir, steps: selectSteps([stepId]), command: await resolveInterpreter(DEFAULT_COMMAND, tmp.dir) });
+    const [result] = await grade({ workspace: tmp.dir, steps: Number(stepId) > 8 ? ADVANCED_STEPS.filter((s) => s.id === stepId) : selectSteps([stepId]), command: await resolveInterpreter(DEFAULT_COMMAND, tmp.dir) });
     // A killed process needs CPU to exit: in this test's own 1 ms a second group that took
     // longer than the grader's wait after SIGKILL (a full run saw the server still there).
     // The quota is lifted first, then the server must be gone within a bound.
@@ -101,7 +102,7 @@ test('a server that never listens (it sleeps) still fails the start limit, every
 });
 
 /** A cpu cgroup (v1) with 1 ms of CPU a second, or undefined where none can be made (not root, cgroup v2 only). */
-function throttledCgroup(): { procs: string; throttle(): void; unthrottle(): void; remove(): void } | undefined {
+function throttledCgroup(): { procs: string; tasks: string; rootTasks: string; throttle(): void; unthrottle(): void; remove(): void } | undefined {
   const root = '/sys/fs/cgroup/cpu';
   if (process.getuid?.() !== 0 || !fs.existsSync(path.join(root, 'cpu.cfs_quota_us'))) return undefined;
   const dir = path.join(root, `idem-starved-${process.pid}-${Math.random().toString(16).slice(2, 8)}`);
@@ -114,6 +115,9 @@ function throttledCgroup(): { procs: string; throttle(): void; unthrottle(): voi
   }
   return {
     procs: path.join(dir, 'cgroup.procs'),
+    // One thread joins by writing its id here (cgroup v1), and leaves by writing it to rootTasks.
+    tasks: path.join(dir, 'tasks'),
+    rootTasks: path.join(root, 'tasks'),
     // Lifts the quota until the next test's throttle() (a killed member exits at once).
     unthrottle: () => fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), '-1'),
     throttle: () => fs.writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), '1000'),
@@ -159,6 +163,78 @@ test('a /pay kept off the CPU (the server joins the 1 ms a second cgroup on its 
   const hangs = await gradeServer(fs.readFileSync(path.join(FIXTURES_DIR, 'misbehaving', 'pay-hangs', 'server.py'), 'utf8'), '02');
   assert.equal(hangs.status, 'fail', hangs.message);
   assert.match(hangs.message, /got no answer: no answer within 1500 ms\.$/);
+});
+
+/**
+ * Python that defines `_starve_thread(for_s)`: the calling thread alone joins the 1 ms a
+ * second cgroup and burns CPU in pbkdf2 (which lets the GIL go, so the server's other threads
+ * run on) for `for_s` s of wall time (None: for ever), then leaves the group.
+ */
+function starveThreadPy(): string {
+  return `
+import hashlib as _hashlib, threading as _th, time as _time
+def _starve_thread(for_s=None):
+    open(${JSON.stringify(cgroup!.tasks)}, "w").write(str(_th.get_native_id()))
+    end = None if for_s is None else _time.monotonic() + for_s
+    while end is None or _time.monotonic() < end:
+        _hashlib.pbkdf2_hmac("sha256", b"x", b"salt", 20000)
+    open(${JSON.stringify(cgroup!.rootTasks)}, "w").write(str(_th.get_native_id()))
+`;
+}
+
+/** `source` with `code` put in before its `if __name__ == "__main__":` block. */
+function beforeMain(source: string, code: string): string {
+  const at = source.lastIndexOf('if __name__ == "__main__":');
+  assert.ok(at > 0, 'the server has a main block');
+  return `${source.slice(0, at)}${code}\n\n${source.slice(at)}`;
+}
+
+test("11: a timer that sweeps expired records, kept off the CPU (its thread alone in the 1 ms a second cgroup), is inconclusive, not 'expired records must be deleted'", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  const fixture = serverSource('advanced/ok-adv5-expiry-timer-sweep');
+  const begin = '            conn.execute("BEGIN IMMEDIATE")\n            conn.execute("DELETE FROM idem WHERE status IS NOT NULL AND created_at < ?", (cutoff(TTL_S),))';
+  assert.ok(fixture.includes(begin), "the fixture's sweep is where this test starves it");
+  // The sweeper starves itself for ever once it first has an expired record to delete.
+  const starving = '            if conn.execute("SELECT COUNT(*) FROM idem WHERE status IS NOT NULL AND created_at < ?", (cutoff(TTL_S),)).fetchone()[0]:\n                _starve_thread()\n';
+  const source = beforeMain(fixture.replace(begin, starving + begin), starveThreadPy());
+  const result = await gradeServer(source, '11');
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: .*the tables other than ledger and refunds still held \d+ rows, but meanwhile servers A and B waited \d+ ms for a CPU .*a timer that sweeps may simply have run late/);
+  // Not starved, the same server passes.
+  const free = await gradeServer(fixture, '11');
+  assert.equal(free.status, 'pass', free.message);
+});
+
+test("14: when one of the payments sent at once is kept off the CPU past the round's hold, so that not all moved the money together, the round is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  const reference = serverSource('advanced/reference');
+  // The first payment that finds another in flight (the round's, sent at once) starves its
+  // own thread before it charges, past the round's hold, then goes on as the reference.
+  const wrap = `
+_inflight = 0
+_inflight_lock = _th.Lock()
+_starved_once = False
+_handle_pay_ref = handle_pay
+def handle_pay(key, payload):
+    global _inflight, _starved_once
+    with _inflight_lock:
+        _inflight += 1
+        starve = _inflight >= 2 and not _starved_once
+        _starved_once = _starved_once or starve
+    try:
+        if starve:
+            _starve_thread(${(AT_ONCE_BOUND_MS + 1500) / 1000})
+        return _handle_pay_ref(key, payload)
+    finally:
+        with _inflight_lock:
+            _inflight -= 1
+`;
+  const source = beforeMain(reference, starveThreadPy() + wrap);
+  const result = await gradeServer(source, '14');
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: of the 4 payments sent at once, not all had moved the money within 8 s, .*the server waited \d+ ms for a CPU/);
 });
 
 test.after(() => cgroup?.remove());
