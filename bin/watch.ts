@@ -17,7 +17,7 @@ import { grade } from '../grader/engine.js';
 import { killAllServersNow } from '../grader/server.js';
 import { runExitTasks } from '../grader/cleanup.js';
 import { formatProgress, formatResult } from '../grader/reporters/human.js';
-import { prepareCheck } from './shared/check.js';
+import { runSettings } from './shared/check.js';
 import { chooseSteps } from './shared/tracks.js';
 import { Coalescer } from '../lab/coalesce.js';
 import { labSummary, nextStepToDo, passedCount, saveVerdicts, type WorkspaceOptions } from './shared/progress.js';
@@ -49,7 +49,7 @@ const NOISE = /(?:^|\/)(?:\.[^/]+|[^/]*\.(?:db|db-journal|db-wal|db-shm|log|swp|
  * @throws SetupError for a folder that is no workspace or an unknown step
  */
 export async function watchCommand(selector: string | undefined, options: WatchOptions): Promise<number> {
-  const { workspace, command, track } = await prepareCheck([], options);
+  const { workspace, command, track } = await runSettings([], options);
   const STEPS = track.steps;
   let current = selector ? chooseSteps([selector], track)[0] : nextStepToDo(workspace);
   // A step named that passes already is being refactored: watch stays on it.

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { SetupError } from '../../grader/failure.js';
 import { grade, makeGraderTempDir } from '../../grader/engine.js';
 import { parseSeed, type Seed } from '../../grader/seed.js';
-import { limits } from '../../grader/limits.js';
+import { limits, type Limits } from '../../grader/limits.js';
 import { installExitHooks } from '../../grader/cleanup.js';
 import { commandExists, resolveInterpreter, type ServerCommand } from '../../grader/server.js';
 import { chooseSandboxFor, NoSandbox, SANDBOX_MODES, type SandboxChoice, type SandboxMode } from '../../grader/sandbox.js';
@@ -21,7 +21,7 @@ import type { Step, Track } from '../../grader/track.js';
 import { defaultGradingConfig, pointsOf, readGradingConfig, scoreResults, setupErrorReport, workspaceGradingConfig, type GradeReport, type GradingConfig } from '../../grader/grading.js';
 import { chooseReporters, writeReports, type ReporterChoice } from '../../grader/reporters/index.js';
 import type { GithubOptions } from '../../grader/reporters/github.js';
-import { openWorkspace, readState } from '../../lab/workspace.js';
+import { openWorkspace, readState, type WorkspaceState } from '../../lab/workspace.js';
 import { DEFAULT_PORT } from '../../lab/runner.js';
 import { labSummary, saveVerdicts, workspaceDir, type WorkspaceOptions } from './progress.js';
 import { outputOf } from './output.js';
@@ -30,36 +30,87 @@ import { outputOf } from './output.js';
 export const EXIT = { pass: 0, fail: 1, setup: 2 } as const;
 
 /**
- * Prepares a grading run: the workspace, its server command, the track (--track, else the
- * workspace's) and the chosen steps (the track's when none are named).
- * @throws SetupError for a missing workspace, an unknown track or step or a missing interpreter
+ * One grading run of one workspace, settled once before any server starts and passed down
+ * (issue 23: a run is one settings object): `check` builds it with every field, `watch`
+ * (the first fields) for each of its checks.
  */
-export async function prepareCheck(selectors: string[], options: WorkspaceOptions & { sandbox?: string; track?: string }): Promise<{ workspace: string; command: ServerCommand; steps: Step[]; track: Track; confinement?: SandboxChoice }> {
+export interface RunSettings {
+  /** The workspace, absolute. */
+  workspace: string;
+  /** Its state file as read once at the start of the run (lab/workspace.ts readState); {} for none. */
+  state: WorkspaceState;
+  /** The track graded: --track, else the workspace's (state, then idem-lab.json), else basic. */
+  track: Track;
+  /** The steps graded: the ones named, else the track's. */
+  steps: Step[];
+  /** The server command, its interpreter resolved and its sandbox set when a live step runs. */
+  command: ServerCommand;
+  /** How confined the servers are (undefined when no step is live): see sandbox.ts. */
+  confinement?: SandboxChoice;
+  /** The limits the run grades under (IDEM_LAB_START_TIMEOUT_MS, ...), read once. */
+  limits: Limits;
+}
+
+/** What `check` adds to a run's settings: its grading config, seed and time limit. */
+export interface CheckSettings extends RunSettings {
+  /** The grading config as it applies to the track (configForTrack), its pin verified. */
+  config: GradingConfig;
+  /** --seed, else IDEM_LAB_SEED; undefined: a new seed per run. */
+  seed?: Seed;
+  /** --time-limit in ms from the process's start; undefined: none. */
+  timeLimitMs?: number;
+}
+
+/**
+ * Settles a grading run: the workspace and its state (read once), its server command, the
+ * track (--track, else the workspace's) and the chosen steps (the track's when none are
+ * named), the limits, and, when a step is live, the sandbox and the resolved interpreter.
+ * @throws SetupError for a missing workspace, a damaged state file, an unknown track or
+ *   step, a bad limit variable or a missing interpreter
+ */
+export async function runSettings(selectors: string[], options: WorkspaceOptions & { sandbox?: string; track?: string }): Promise<RunSettings> {
   const { workspace, command } = openWorkspace(workspaceDir(options));
-  const track = resolveTrack(options.track, workspace);
+  // Read once, now: a damaged state file is said before grading (SetupError), not after.
+  const state = readState(workspace);
+  const track = resolveTrack(options.track, workspace, state);
   const steps = chooseSteps(selectors, track);
+  let runLimits: Limits;
   try {
-    limits();
+    runLimits = limits();
   } catch (err) {
     throw new SetupError((err as Error).message);
   }
-  if (steps.some((s) => s.live) && !commandExists(command.file, workspace)) {
+  // Only live checks start servers: the sandbox probe and the interpreter's look-up (both
+  // start a process) run side by side, and not at all for file checks.
+  const live = steps.some((s) => s.live);
+  if (live && !commandExists(command.file, workspace)) {
     throw new SetupError(t('cli.noInterpreter', { file: command.file }));
   }
-  readState(workspace); // a damaged state file is said now (SetupError), not after grading
-  if (steps.some((s) => s.live)) {
+  if (live) {
     try {
       fs.rmSync(makeGraderTempDir('idem-lab-check-'), { recursive: true, force: true });
     } catch (err) {
       throw new SetupError((err as Error).message);
     }
   }
-  // Only live checks start servers: the sandbox probe and the interpreter's look-up (both
-  // start a process) run side by side, and not at all for file checks.
-  const live = steps.some((s) => s.live);
   const [choice, resolved] = await Promise.all([live ? sandboxFor(options.sandbox, 'auto') : undefined, live ? resolveInterpreter(command, workspace) : command]);
   const sandbox = choice?.sandbox;
-  return { workspace, command: { ...resolved, ...(sandbox ? { sandbox } : {}) }, steps, track, ...(choice ? { confinement: choice } : {}) };
+  return { workspace, state, command: { ...resolved, ...(sandbox ? { sandbox } : {}) }, steps, track, limits: runLimits, ...(choice ? { confinement: choice } : {}) };
+}
+
+/**
+ * runSettings with what `check` adds: the grading config (--config, else the workspace's
+ * idem-lab.json, else the defaults; its --config-sha256 pin verified), the seed and the
+ * time limit.
+ * @throws SetupError as runSettings, and for a bad config, a broken pin, a bad seed or time limit
+ */
+export async function checkSettings(selectors: string[], options: CheckOptions): Promise<CheckSettings> {
+  const run = await runSettings(selectors, options);
+  const read = configFor(options, run.workspace);
+  if (options.configSha256 !== undefined) verifyPin(options.configSha256, read, run.track);
+  const seed = seedOption(options.seed);
+  const limitMs = timeLimitMs(options.timeLimit);
+  return { ...run, config: configForTrack(read, run.track), ...(seed !== undefined ? { seed } : {}), ...(limitMs !== undefined ? { timeLimitMs: limitMs } : {}) };
 }
 
 /**
@@ -202,22 +253,14 @@ function reportSetupError(err: SetupError, selectors: string[], options: CheckOp
 export async function checkCommand(selectors: string[], options: CheckOptions): Promise<number> {
   const choices = chooseReporters(options.reporter ?? [], options.output);
   const human = choices.some((c) => c.name === 'human');
-  let prepared: Awaited<ReturnType<typeof prepareCheck>>;
-  let config: GradingConfig;
-  let seed: Seed | undefined;
-  let limitMs: number | undefined;
+  let settings: CheckSettings;
   try {
-    prepared = await prepareCheck(selectors, options);
-    const read = configFor(options, prepared.workspace);
-    if (options.configSha256 !== undefined) verifyPin(options.configSha256, read, prepared.track);
-    config = configForTrack(read, prepared.track);
-    seed = seedOption(options.seed);
-    limitMs = timeLimitMs(options.timeLimit);
+    settings = await checkSettings(selectors, options);
   } catch (err) {
     if (err instanceof SetupError && choices.some((c) => c.name !== 'human')) return reportSetupError(err, selectors, options, choices);
     throw err;
   }
-  const { workspace, command, steps, track, confinement } = prepared;
+  const { workspace, state, command, steps, track, confinement, config, seed, timeLimitMs: limitMs } = settings;
   installExitHooks();
   const out = outputOf(options);
   const { c } = out;
@@ -227,7 +270,7 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
     if (human) out.log(c.yellow(warning));
     else out.error(`idem-lab: ${warning}`);
   }
-  const replayPort = readState(workspace).port ?? DEFAULT_PORT;
+  const replayPort = state.port ?? DEFAULT_PORT;
   const controller = new AbortController();
   // The limit counts from the process's start (performance.now() is ms since then), not from here.
   const timer = limitMs === undefined ? undefined : setTimeout(() => controller.abort(new Error(t('check.timeLimit', { seconds: limitMs / 1000 }))), Math.max(0, limitMs - performance.now()));
@@ -244,16 +287,16 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
   } finally {
     clearTimeout(timer);
   }
-  const passedBefore = passedIn(track, workspace);
-  saveVerdicts(workspace, results, out);
+  const passedBefore = passedIn(track, state);
+  const after = saveVerdicts(workspace, results, out, state);
   const report = scoreResults(results, config);
   if (confinement) report.sandbox = { confinement: confinement.confinement, fallback: confinement.fallback, ...(confinement.reason ? { reason: confinement.reason } : {}) };
   if (human) {
     out.log(formatSummary(results, c, report));
-    out.log(formatProgress(passedIn(track, workspace), track.steps.length, c));
+    out.log(formatProgress(passedIn(track, after), track.steps.length, c));
     const passed = results.filter((r) => r.status === 'pass').map((r) => r.id);
     if (passed.length) out.log(c.dim(t('solution.open', { ids: listOf(passed), id: passed[passed.length - 1] })));
-    if (passedBefore < track.steps.length && passedIn(track, workspace) === track.steps.length) out.log(`\n${labSummary(workspace, c, track)}`);
+    if (passedBefore < track.steps.length && passedIn(track, after) === track.steps.length) out.log(`\n${labSummary(workspace, c, track, after)}`);
   }
   writeReports(report, choices, { github: githubOptions(workspace, command), stdout: out.write });
   return exitCodeForReport(report);

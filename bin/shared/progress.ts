@@ -11,7 +11,7 @@ import { listOf, t, type MessageKey } from '../../i18n/index.js';
 import type { Step, Track } from '../../grader/track.js';
 import type { StepResult } from '../../grader/types.js';
 import { workspaceDir } from '../../lab/paths.js';
-import { readState, updateState } from '../../lab/workspace.js';
+import { readState, updateState, type WorkspaceState } from '../../lab/workspace.js';
 import { chooseSteps, currentTrack, isFirstTrack, passedIn, resolveTrack, trackName } from './tracks.js';
 import { outputOf, processOutput, type Output } from './output.js';
 
@@ -86,9 +86,9 @@ export function formatDuration(ms: number): string {
  * passes: what each step proved, how long the lab took (from `startedAt` in state.json,
  * else the workspace's .idem-lab folder, to the last pass), where the learner's answers
  * are, and how to see the reference answers; coloured by `c` (default: as stdout allows).
+ * `state`: the workspace's state when the caller holds it (default: read now).
  */
-export function labSummary(workspace: string, c: ChalkInstance = processOutput().c, track: Track = currentTrack(workspace)): string {
-  const state = readState(workspace);
+export function labSummary(workspace: string, c: ChalkInstance = processOutput().c, track: Track = currentTrack(workspace), state: WorkspaceState = readState(workspace)): string {
   const passes = track.steps.map((s) => state.steps?.[s.id]?.passedAt).filter((x): x is string => x !== undefined).sort();
   let startedAt = state.startedAt;
   if (!startedAt) {
@@ -117,19 +117,26 @@ export function passedCount(workspace: string): number {
 /**
  * Records each verdict for `idem-lab status`; a workspace that cannot be written to is
  * graded all the same (why the verdicts were not kept is said on `out`, default stderr).
+ * @param before the state the run began with: when the verdicts cannot be written, they
+ *   are put into a copy of it, so that the run still shows its progress
+ * @returns the workspace's state with the verdicts in it (as written, or that copy)
  */
-export function saveVerdicts(workspace: string, results: StepResult[], out: Output = outputOf(undefined)): void {
+export function saveVerdicts(workspace: string, results: StepResult[], out: Output = outputOf(undefined), before: WorkspaceState = {}): WorkspaceState {
   const now = new Date().toISOString();
+  const record = (state: WorkspaceState) => {
+    state.steps = state.steps ?? {};
+    for (const r of results) {
+      const earlier = state.steps[r.id];
+      state.steps[r.id] = { status: r.status, checkedAt: now, ...(r.status === 'pass' ? { passedAt: now } : earlier?.passedAt ? { passedAt: earlier.passedAt } : {}) };
+    }
+  };
   try {
-    updateState(workspace, (state) => {
-      state.steps = state.steps ?? {};
-      for (const r of results) {
-        const before = state.steps[r.id];
-        state.steps[r.id] = { status: r.status, checkedAt: now, ...(r.status === 'pass' ? { passedAt: now } : before?.passedAt ? { passedAt: before.passedAt } : {}) };
-      }
-    });
+    return updateState(workspace, record);
   } catch (err) {
     // a read-only checkout: the verdicts were printed, nothing is lost; say why they were not kept
     out.error(`idem-lab: ${t('check.notSaved', { reason: (err as Error).message })}`);
+    const copy: WorkspaceState = structuredClone(before);
+    record(copy);
+    return copy;
   }
 }

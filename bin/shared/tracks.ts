@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { DEFAULT_TRACK, TRACKS, trackById } from '../../steps/index.js';
 import { selectSteps, type Step, type Track } from '../../grader/track.js';
-import { lineage, readState } from '../../lab/workspace.js';
+import { lineage, readState, type WorkspaceState } from '../../lab/workspace.js';
 import { SetupError } from '../../grader/failure.js';
 import { CATALOGS, listOf, t, type MessageKey } from '../../i18n/index.js';
 import { CONFIG_FILE, gradingDigest, type GradingConfig } from '../../grader/grading.js';
@@ -33,9 +33,13 @@ export function configTrack(file: string): Track | undefined {
   return track;
 }
 
-/** The track the workspace follows: its state's, else its idem-lab.json's `"track"`, else the first track (basic). */
-export function currentTrack(workspace?: string): Track {
-  const id = workspace ? readState(workspace).track : undefined;
+/**
+ * The track the workspace follows: its state's, else its idem-lab.json's `"track"`, else
+ * the first track (basic). `state`: the workspace's state when the caller has read it
+ * already (default: read now).
+ */
+export function currentTrack(workspace?: string, state: WorkspaceState | undefined = workspace ? readState(workspace) : undefined): Track {
+  const id = state?.track;
   const chosen = id && trackById(id);
   if (chosen) return chosen;
   return (workspace && configTrack(path.join(workspace, CONFIG_FILE))) || DEFAULT_TRACK;
@@ -57,19 +61,20 @@ export function chooseSteps(selectors: string[], track: Track): Step[] {
 
 
 /**
- * The track a command grades or shows: `id` when given (--track), else the workspace's.
+ * The track a command grades or shows: `id` when given (--track), else the workspace's
+ * (`state`: its state when already read).
  * @throws SetupError (exit 2) for an unknown id, listing the tracks
  */
-export function resolveTrack(id: string | undefined, workspace?: string): Track {
-  if (id === undefined) return currentTrack(workspace);
+export function resolveTrack(id: string | undefined, workspace?: string, state?: WorkspaceState): Track {
+  if (id === undefined) return currentTrack(workspace, state);
   const track = trackById(id.trim().toLowerCase());
   if (!track) throw new SetupError(t('cli.track.unknown', { track: id, list: listOf(TRACKS.map((tr) => tr.id)) }));
   return track;
 }
 
-/** How many of a track's steps pass, by the verdicts saved in the workspace. */
-export function passedIn(track: Track, workspace: string): number {
-  const steps = readState(workspace).steps ?? {};
+/** How many of a track's steps pass, by the verdicts saved in the workspace (its path, or its state as already read). */
+export function passedIn(track: Track, workspace: string | WorkspaceState): number {
+  const steps = (typeof workspace === 'string' ? readState(workspace) : workspace).steps ?? {};
   return track.steps.filter((s) => steps[s.id]?.status === 'pass').length;
 }
 
