@@ -24,6 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { grade } from '../grader/engine.js';
+import { runPool } from '../grader/pool.js';
 import { resolveInterpreter } from '../grader/server.js';
 import { sandboxFor } from '../bin/shared/check.js';
 import { installExitHooks } from '../grader/cleanup.js';
@@ -171,9 +172,8 @@ for (const { name, expect } of soaked()) {
     const reasons = new Map<string, number>();
     const started = performance.now();
     const inconclusive: Record<string, number> = Object.fromEntries(Object.keys(expect).map((id) => [id, 0]));
-    let nextRun = 0;
-    const worker = async () => {
-      for (let i = nextRun++; i < runs; i = nextRun++) {
+    await runPool(runs, jobs, async (i) => {
+      {
         const results = await grade({ workspace: ws.dir, steps, command: resolved });
         for (const r of results) {
           const want = expect[r.id];
@@ -193,8 +193,7 @@ for (const { name, expect } of soaked()) {
           else if (seen.length < 3) seen.push(`run ${i + 1}, step ${r.id} ${r.status} (seed ${r.seed}): ${r.message}`);
         }
       }
-    };
-    await Promise.all(Array.from({ length: jobs }, worker));
+    });
     const cells = Object.entries(hits).map(([id, n]) => `${id} ${expect[id] === P ? 'pass' : 'fail'} ${n}/${runs}${inconclusive[id] ? ` (${inconclusive[id]} inconclusive)` : ''}`);
     if (Object.values(hits).some((n) => n !== runs)) allFull = false;
     for (const [id, n] of Object.entries(hits)) table.push({ name, step: id, want: expect[id] === P ? 'pass' : 'fail', right: n, inconclusive: inconclusive[id], runs });

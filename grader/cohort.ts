@@ -8,6 +8,7 @@
  * start time limit once (stopAfterStartFailure), and a whole workspace is cut off after
  * `timeoutMs`, its servers stopped.
  */
+import { runPool } from './pool.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
@@ -210,20 +211,15 @@ export async function gradeCohort(options: CohortOptions): Promise<Gradebook> {
   const jobs = Math.max(1, Math.floor(options.jobs ?? 1));
   const names = options.names ?? studentNames(options.dirs);
   const rows: GradebookRow[] = new Array(options.dirs.length);
-  let next = 0;
   let done = 0;
   let running = 0;
-  const worker = async () => {
-    while (next < options.dirs.length) {
-      const i = next++;
-      running++;
-      options.onStart?.(names[i], running);
-      rows[i] = await gradeWorkspace(names[i], options.dirs[i], options);
-      running--;
-      options.onRow?.(rows[i], ++done);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(jobs, options.dirs.length) }, worker));
+  await runPool(options.dirs.length, jobs, async (i) => {
+    running++;
+    options.onStart?.(names[i], running);
+    rows[i] = await gradeWorkspace(names[i], options.dirs[i], options);
+    running--;
+    options.onRow?.(rows[i], ++done);
+  });
   return {
     steps: options.steps.map((s) => ({ id: s.id, slug: s.slug, title: s.title, points: pointsOf(options.config, s.id), required: isRequired(options.config, s.id), visibility: visibilityOf(options.config, s.id) })),
     rows,

@@ -1,4 +1,5 @@
 import { Inconclusive, Starved } from './gate.js';
+import { runPool } from './pool.js';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -319,25 +320,25 @@ export async function grade(given: GradeOptions): Promise<StepResult[]> {
   // The costliest steps start first (see Step.cost); `pending` keeps the reporting order.
   const costOf = (step: Step) => step.cost ?? (step.live ? 1 : 0);
   const order = options.steps.map((_, i) => i).sort((a, b) => costOf(options.steps[b]) - costOf(options.steps[a]));
-  let next = 0;
   let notStarted: StepResult | undefined;
-  const worker = async () => {
-    while (next < order.length) {
-      const i = order[next++];
+  const workers = runPool(
+    options.steps.length,
+    concurrency,
+    async (i) => {
       const step = options.steps[i];
       let result = notStarted && step.live ? notTriedAgain(step, notStarted) : await gradeStep(step, options);
       for (let tries = 1; starvedResults.has(result) && tries < STARVED_STEP_TRIES && !options.signal?.aborted; tries++) result = await gradeStep(step, options);
       if (options.stopAfterStartFailure && result.startFailed && !notStarted) notStarted = result;
       pending[i].resolve(result);
-    }
-  };
-  const workers = Array.from({ length: Math.min(concurrency, options.steps.length) }, worker);
+    },
+    { order },
+  );
   const results: StepResult[] = [];
   for (const { promise } of pending) {
     const result = await promise;
     results.push(result);
     options.onResult?.(result);
   }
-  await Promise.all(workers);
+  await workers;
   return results;
 }

@@ -7,6 +7,7 @@
  * timeout, a number of attempts, and a deadline for the whole run after which every
  * connection still open is reset.
  */
+import { runPool } from '../pool.js';
 import { setTimeout as delay } from 'node:timers/promises';
 import { openConnection, sendOn, type Target } from '../http.js';
 import { retryWaitMs, shouldRetry, type BackoffPolicy } from './backoff.js';
@@ -130,12 +131,8 @@ export async function runPayments(options: ClientOptions): Promise<PaymentRun[]>
     run.outcome = 'attempts';
   }
 
-  let next = 0;
-  const worker = async () => {
-    while (next < runs.length && !expired.signal.aborted) await pay(runs[next++]);
-  };
   try {
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, runs.length)) }, worker));
+    await runPool(runs.length, options.concurrency, (i) => pay(runs[i]), { stop: () => expired.signal.aborted });
   } finally {
     clearTimeout(deadline);
     await proxy.close();
