@@ -189,22 +189,30 @@ function beforeMain(source: string, code: string): string {
   return `${source.slice(0, at)}${code}\n\n${source.slice(at)}`;
 }
 
-test("11: a timer that sweeps expired records, kept off the CPU (its thread alone in the 1 ms a second cgroup), is inconclusive, not 'expired records must be deleted'", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
-  cgroup!.throttle();
-  const fixture = serverSource('advanced/ok-adv5-expiry-timer-sweep');
-  const begin = '            conn.execute("BEGIN IMMEDIATE")\n            conn.execute("DELETE FROM idem WHERE status IS NOT NULL AND created_at < ?", (cutoff(TTL_S),))';
-  assert.ok(fixture.includes(begin), "the fixture's sweep is where this test starves it");
-  // The sweeper starves itself for ever once it first has an expired record to delete.
-  const starving = '            if conn.execute("SELECT COUNT(*) FROM idem WHERE status IS NOT NULL AND created_at < ?", (cutoff(TTL_S),)).fetchone()[0]:\n                _starve_thread()\n';
-  const source = beforeMain(fixture.replace(begin, starving + begin), starveThreadPy());
-  const result = await gradeServer(source, '11');
-  assert.equal(result.status, 'error', result.message);
-  assert.equal(result.inconclusive, true);
-  assert.match(result.message, /^inconclusive: .*the tables other than ledger and refunds still held \d+ rows, but meanwhile servers A and B waited \d+ ms for a CPU .*a timer that sweeps may simply have run late/);
-  // Not starved, the same server passes.
-  const free = await gradeServer(fixture, '11');
-  assert.equal(free.status, 'pass', free.message);
-});
+/** What makes the timer-sweeping fixture's sweeper starve itself, per step: once it first has an expired record to delete (11: by the TTL; 15: a keyless one by its window). */
+const STARVE_WHEN: Record<string, string> = {
+  '11': 'conn.execute("SELECT COUNT(*) FROM idem WHERE status IS NOT NULL AND created_at < ?", (cutoff(TTL_S),)).fetchone()[0]',
+  '15': 'KEYLESS_WINDOW_S is not None and any(is_keyless(row["key"]) for row in conn.execute("SELECT key FROM idem WHERE status IS NOT NULL AND created_at < ?", (cutoff(KEYLESS_WINDOW_S),)).fetchall())',
+};
+
+for (const [stepId, condition] of Object.entries(STARVE_WHEN)) {
+  test(`${stepId}: a timer that sweeps expired records, kept off the CPU (its thread alone in the 1 ms a second cgroup), is inconclusive, not 'expired records must be deleted'`, { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+    cgroup!.throttle();
+    const fixture = serverSource('advanced/ok-adv5-expiry-timer-sweep');
+    const begin = '            conn.execute("BEGIN IMMEDIATE")\n            conn.execute("DELETE FROM idem WHERE status IS NOT NULL AND created_at < ?", (cutoff(TTL_S),))';
+    assert.ok(fixture.includes(begin), "the fixture's sweep is where this test starves it");
+    // The sweeper starves itself for ever once it first has an expired record to delete.
+    const starving = `            if ${condition}:\n                _starve_thread()\n`;
+    const source = beforeMain(fixture.replace(begin, starving + begin), starveThreadPy());
+    const result = await gradeServer(source, stepId);
+    assert.equal(result.status, 'error', result.message);
+    assert.equal(result.inconclusive, true);
+    assert.match(result.message, /^inconclusive: .*the tables other than ledger and refunds still held \d+ rows.* waited \d+ ms for a CPU .*a timer that sweeps may simply have run late/);
+    // Not starved, the same server passes.
+    const free = await gradeServer(fixture, stepId);
+    assert.equal(free.status, 'pass', free.message);
+  });
+}
 
 test("14: when one of the payments sent at once is kept off the CPU past the round's hold, so that not all moved the money together, the round is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
   cgroup!.throttle();

@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { countRows } from '../../grader/tables.js';
 import { CheckFailed } from '../../grader/failure.js';
 import { Starved } from '../../grader/gate.js';
-import { starvedFor } from '../../grader/sched.js';
+import { starvedFor, type Starvation } from '../../grader/sched.js';
 import { describeCharge, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
 import { chargeMs } from '../../grader/limits.js';
@@ -208,6 +208,35 @@ function expectGone(ctx: LiveContext, answer: Exchange, paid: Paid, ttlS: number
   expectRows(ctx, sent.key, 1, exchanges, t('step.11.reprocessed.why'), on);
 }
 
+/** What a wait for expired records to go saw: the rows last counted (recordRows), how long it waited (ms) and, when more than the young ones were left, whether the bound said nothing. */
+export interface SweepWait {
+  records: number;
+  tables: string;
+  waitedMs: number;
+  /** Set when rows were left and the servers waited for a CPU (or the grader lagged) a quarter of the bound or more (starvedFor): a timer that sweeps may simply have run late. */
+  starved?: Starvation;
+}
+
+/**
+ * Counts the record rows of `dbPath` (recordRows) every 100 ms until at most `young` are
+ * left or `boundMs` ms have passed, measuring meanwhile how starved `servers` were
+ * (ctx.starveMeter): the one wait of 11 and 15 for a server's own timer to delete expired
+ * records. A server that never deletes them is judged by the rows left; one whose timer was
+ * kept off a CPU gets `starved`, for the caller to throw Starved instead of failing it.
+ */
+export async function waitForSweep(ctx: LiveContext, servers: ServerInstance[], dbPath: string, young: number, boundMs: number): Promise<SweepWait> {
+  const start = performance.now();
+  const meter = ctx.starveMeter(servers);
+  let { records, tables } = recordRows(dbPath);
+  while (records > young && performance.now() - start < boundMs) {
+    await delay(100);
+    ({ records, tables } = recordRows(dbPath));
+  }
+  const seen = meter.stop();
+  const waitedMs = performance.now() - start;
+  return { records, tables, waitedMs, ...(records > young && starvedFor(seen, boundMs) ? { starved: seen } : {}) };
+}
+
 /**
  * How long, at most, the check waits after a payment made once a record has expired for
  * that record to be deleted, in ms, for a TTL of `ttlS` s: twice the TTL and a second, a
@@ -230,18 +259,11 @@ export function sweepWaitMs(ttlS: number): number {
 async function expectSwept(ctx: LiveContext, server: ServerInstance, late: Paid, ttlS: number): Promise<void> {
   const after = await pay(ctx, server);
   const young = 1;
-  const start = performance.now();
   // A timer of the server's that sweeps may run late on a loaded machine: the bound says
   // nothing when the server waited for a CPU (or the grader could not look) meanwhile.
-  const meter = ctx.starveMeter([server]);
-  let { records, tables } = recordRows(ctx.dbPath);
-  while (records > young && performance.now() - start < sweepWaitMs(ttlS)) {
-    await delay(100);
-    ({ records, tables } = recordRows(ctx.dbPath));
-  }
-  const seen = meter.stop();
-  if (records > young && starvedFor(seen, sweepWaitMs(ttlS))) {
-    throw new Starved(t('step.11.sweepStarved', { s: (sweepWaitMs(ttlS) / 1000).toFixed(1), server: server.label, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }));
+  const { records, tables, waitedMs, starved } = await waitForSweep(ctx, [server], ctx.dbPath, young, sweepWaitMs(ttlS));
+  if (starved) {
+    throw new Starved(t('step.11.sweepStarved', { s: (sweepWaitMs(ttlS) / 1000).toFixed(1), server: server.label, waited: Math.round(starved.serverWaitMs), lag: Math.round(starved.graderLagMs) }));
   }
   if (records > young) {
     const past = (Date.parse(String(paymentOf(after.first).charged_at)) - Date.parse(String(paymentOf(late.first).charged_at))) / 1000 - ttlS;
@@ -252,7 +274,7 @@ async function expectSwept(ctx: LiveContext, server: ServerInstance, late: Paid,
         ttl: ttlS,
         past: past.toFixed(2),
         after: JSON.stringify(after.sent.key),
-        s: ((performance.now() - start) / 1000).toFixed(1),
+        s: (waitedMs / 1000).toFixed(1),
         records,
         tables,
         young,
@@ -362,19 +384,12 @@ async function expiry(ctx: LiveContext, a: ServerInstance, startedB: Promise<Ser
   // server started at least a TTL after A), replays on A: a record's age reads the same on
   // every server (a clock counted from the process's start reads it a TTL older on A).
   const made = [await pay(ctx, a), ...(await payAndReplay(ctx, b, ttlS, false, { server: a, startedS: later.startedS }))].length;
-  let { records, tables } = recordRows(ctx.dbPath);
   // A server that deletes expired records from a timer of its own gets up to a TTL more;
   // a timer that ran late because the machine kept A or B off a CPU (or the grader could not
   // look) meanwhile says nothing about the server: inconclusive, graded again.
-  const meter = ctx.starveMeter([a, b]);
-  const waitStart = performance.now();
-  while (records > made && performance.now() - waitStart < ttlS * 1000) {
-    await delay(100);
-    ({ records, tables } = recordRows(ctx.dbPath));
-  }
-  const seen = meter.stop();
-  if (records > made && starvedFor(seen, ttlS * 1000)) {
-    throw new Starved(t('step.11.unboundedStarved', { ttl: ttlS, made, records, s: ((performance.now() - waitStart) / 1000).toFixed(1), waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }));
+  const { records, tables, waitedMs, starved } = await waitForSweep(ctx, [a, b], ctx.dbPath, made, ttlS * 1000);
+  if (starved) {
+    throw new Starved(t('step.11.unboundedStarved', { ttl: ttlS, made, records, s: (waitedMs / 1000).toFixed(1), waited: Math.round(starved.serverWaitMs), lag: Math.round(starved.graderLagMs) }));
   }
   if (records > made) {
     throw new CheckFailed(t('step.11.unbounded', { records, made, ttl: ttlS, tables }), t('step.11.unbounded.why'), { exchanges: ctx.exchanges.slice(-3) });
