@@ -709,6 +709,7 @@ export const en = {
   'step.06.part.slowSplit': 'A race split over two instances on a slow database ({ms} ms per statement):',
   'step.05.othersApart': 'The slow-provider round ({slow} ms per charge): {count} payments with keys of their own, sent {after} ms after the raced payment while its retries waited for it, were held back: sent together, they were answered {ms} ms apart, {times} times the charge (under {limit} ms when none waits). A lock, a transaction or a limit on payments at once is held across charge().',
   'step.05.serverStarved': 'inconclusive: the machine was too busy (the server\'s threads waited {ms} ms in all for a CPU while the grader waited on them); run the check again on a quieter machine',
+  'step.05.latencyStarved': 'inconclusive: in the slow-database round, the four charges did not all reach the provider within {s} s, so they were let go one by one, while the server waited {waited} ms for a CPU and the grader lagged {lag} ms: the machine was too busy to force the order the round needs. Run the check again on a quieter machine',
   'step.05.seen.never': ' Seen: no charge of {request} reached the provider\'s gate, so the grader held nothing.',
   'step.05.seen.notReached': ' Seen: {request} did not reach the provider while the grader held open the charge of {holder}.',
   'step.05.seen.notAnswered': ' Seen: {request} was not answered while the grader held open the charges of {holders}.',

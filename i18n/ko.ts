@@ -691,6 +691,7 @@ export const ko: Record<MessageKey, string> = {
   'step.06.part.slowSplit': '느린 데이터베이스(문장마다 {ms}ms)에서 두 인스턴스에 나눠 보낸 경쟁:',
   'step.05.othersApart': '느린 결제사 라운드(결제 한 번에 {slow} ms): 경쟁시킨 결제의 재시도들이 그 결제를 기다리는 동안 {after} ms 뒤에 보낸, 저마다 다른 키의 결제 {count}건이 붙잡혀 있었습니다. 함께 보냈는데 응답은 {ms} ms, 결제 시간의 {times}배 간격을 두고 왔습니다(아무도 기다리지 않으면 {limit} ms 안쪽입니다). charge() 동안 잠금이나 트랜잭션, 또는 동시 결제 수 제한을 쥐고 있습니다.',
   'step.05.serverStarved': '판정 불가: 컴퓨터가 너무 바빴습니다(채점기가 기다리는 동안 서버의 스레드들이 CPU를 모두 합쳐 {ms} ms 기다렸습니다). 더 한가한 컴퓨터에서 다시 검사하세요',
+  'step.05.latencyStarved': '판정 불가: 느린 데이터베이스 라운드에서 청구 네 건이 {s}초 안에 모두 결제 대행사에 닿지 못해 하나씩 풀어 주었습니다. 그동안 서버는 CPU를 {waited} ms 기다렸고 채점기는 {lag} ms 늦었습니다. 이 라운드에 필요한 순서를 강제하기에는 머신이 너무 바빴습니다. 덜 바쁜 머신에서 다시 검사하세요',
   'step.05.seen.never': ' 관찰: {request}의 청구가 결제사의 게이트에 하나도 닿지 않아, 채점기는 아무것도 붙잡지 않았습니다.',
   'step.05.seen.notReached': ' 관찰: 채점기가 {holder}의 청구를 붙잡고 있는 동안 {request} 요청은 결제사에 닿지 못했습니다.',
   'step.05.seen.notAnswered': ' 관찰: 채점기가 {holders}의 청구를 붙잡고 있는 동안 {request} 요청은 응답을 받지 못했습니다.',

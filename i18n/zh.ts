@@ -691,6 +691,7 @@ export const zh: Record<MessageKey, string> = {
   'step.06.part.slowSplit': '在慢数据库上（每条语句 {ms} 毫秒）分散到两个实例上的并发：',
   'step.05.othersApart': '慢支付服务商轮次（每次扣款 {slow} 毫秒）：在被竞争支付的重试等待它时，{after} 毫秒后发送的 {count} 笔各自带键的支付被拖住了：它们是一起发出的，响应却相隔 {ms} 毫秒，是扣款时间的 {times} 倍（若无人等待，应少于 {limit} 毫秒）。charge() 期间一直持有锁、事务或同时支付数的限制。',
   'step.05.serverStarved': '无法判定：机器太忙（评分器等待时，服务器的线程合计等待 CPU {ms} 毫秒）；请在较空闲的机器上重新检查',
+  'step.05.latencyStarved': '无法判定：慢数据库这一轮中，四笔扣款没能在 {s} 秒内全部到达支付服务商，于是被逐个放行；这期间服务器等待 CPU {waited} ms，评分器延迟 {lag} ms：机器太忙，无法强制出这一轮需要的顺序。请在较空闲的机器上重新检查',
   'step.05.seen.never': ' 所见：{request}没有一笔扣款到达支付服务商的闸口，所以评分器什么也没有扣住。',
   'step.05.seen.notReached': ' 所见：评分器扣住{holder}的扣款期间，{request}没有到达支付服务商。',
   'step.05.seen.notAnswered': ' 所见：评分器扣住{holders}的扣款期间，{request}没有得到响应。',

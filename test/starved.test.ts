@@ -16,8 +16,10 @@ import assert from 'node:assert/strict';
 import { grade } from '../grader/engine.js';
 import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
 import { FIXTURES_DIR, serverSource } from '../fixtures/build.js';
+import { LAB_DIR } from '../lab/paths.js';
 import { ADVANCED_STEPS, selectSteps } from '../steps/index.js';
 import { AT_ONCE_BOUND_MS } from '../steps/advanced/14-state.js';
+import { HELD_BOUND_MS } from '../steps/basic/05-race.js';
 import type { StepResult } from '../grader/types.js';
 import { serversUnder, tempDir } from './support.js';
 
@@ -177,7 +179,7 @@ def _starve_thread(for_s=None):
     open(${JSON.stringify(cgroup!.tasks)}, "w").write(str(_th.get_native_id()))
     end = None if for_s is None else _time.monotonic() + for_s
     while end is None or _time.monotonic() < end:
-        _hashlib.pbkdf2_hmac("sha256", b"x", b"salt", 20000)
+        _hashlib.pbkdf2_hmac("sha256", b"x", b"salt", 100)
     open(${JSON.stringify(cgroup!.rootTasks)}, "w").write(str(_th.get_native_id()))
 `;
 }
@@ -214,35 +216,54 @@ for (const [stepId, condition] of Object.entries(STARVE_WHEN)) {
   });
 }
 
-test("14: when one of the payments sent at once is kept off the CPU past the round's hold, so that not all moved the money together, the round is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
-  cgroup!.throttle();
-  const reference = serverSource('advanced/reference');
-  // The first payment that finds another in flight (the round's, sent at once) starves its
-  // own thread before it charges, past the round's hold, then goes on as the reference.
+/**
+ * `source` with its function `fn` (handle_pay, or the frame's charge) wrapped: the first
+ * call that finds another of its kind in flight, when the Python condition `when` holds,
+ * starves its own thread for `seconds` s before it goes on as before.
+ */
+function starveConcurrent(source: string, seconds: number, fn: 'handle_pay' | 'charge', when = 'True'): string {
   const wrap = `
+import os as _os
 _inflight = 0
 _inflight_lock = _th.Lock()
 _starved_once = False
-_handle_pay_ref = handle_pay
-def handle_pay(key, payload):
+_${fn}_before = ${fn}
+def ${fn}(*args, **kwargs):
     global _inflight, _starved_once
     with _inflight_lock:
         _inflight += 1
-        starve = _inflight >= 2 and not _starved_once
+        starve = _inflight >= 2 and not _starved_once and (${when})
         _starved_once = _starved_once or starve
     try:
         if starve:
-            _starve_thread(${(AT_ONCE_BOUND_MS + 1500) / 1000})
-        return _handle_pay_ref(key, payload)
+            _starve_thread(${seconds})
+        return _${fn}_before(*args, **kwargs)
     finally:
         with _inflight_lock:
             _inflight -= 1
 `;
-  const source = beforeMain(reference, starveThreadPy() + wrap);
-  const result = await gradeServer(source, '14');
+  return beforeMain(source, starveThreadPy() + wrap);
+}
+
+test("14: when one of the payments sent at once is kept off the CPU past the round's hold, so that not all moved the money together, the round is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  const result = await gradeServer(starveConcurrent(serverSource('advanced/reference'), (AT_ONCE_BOUND_MS + 1500) / 1000, 'handle_pay'), '14');
   assert.equal(result.status, 'error', result.message);
   assert.equal(result.inconclusive, true);
   assert.match(result.message, /^inconclusive: of the 4 payments sent at once, not all had moved the money within 8 s, .*the server waited \d+ ms for a CPU/);
+});
+
+test("05: when one payment of the slow-database round is kept off the CPU past the hold, so that the four charges were not held together, the round is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  // Only the latency round's server is started with IDEM_DB_MS (the other rounds run as the
+  // reference); there the second charge to reach the provider while another is under way
+  // starves its thread before it charges, so the four charges are not all held within the hold.
+  const source = starveConcurrent(serverSource('reference'), (HELD_BOUND_MS + 1500) / 1000, 'charge', 'float(_os.environ.get("IDEM_DB_MS") or 0) > 0');
+  // 05 reads its answer file too: the reference answer's.
+  const result = await gradeServer(source, '05', (dir) => fs.copyFileSync(path.join(LAB_DIR, 'answers', '05-race.txt'), path.join(dir, '05-race.txt')));
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: in the slow-database round, the four charges did not all reach the provider within 8 s, .*the server waited \d+ ms for a CPU/);
 });
 
 test.after(() => cgroup?.remove());

@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
 import { limits } from '../../grader/limits.js';
-import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
+import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { starvedVerdict } from '../basic/05-race.js';
 import { linkTarget, paymentPath } from './14-state.js';
@@ -110,7 +110,7 @@ async function chargeUnderWay(
     // The same object (not a copy): its doneAt is set when the answer comes.
     if (held) return Object.assign(pending, { hold, chargedAt: hold.held[0].startedAt });
     hold.release();
-    if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Inconclusive(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+    if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Starved(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
   } finally {
     lag.stop();
   }
@@ -434,7 +434,7 @@ async function judgeTakeover(
   const machine = starvedVerdict(lag, starved, STARVED_QUEUE_MS);
   if (machine) throw machine;
   const own = await yardstick();
-  if (waitedMs(waited) - own < (LATE_TAKEOVER - 1) * lockMs) throw new Inconclusive(t('step.12.slowPayment', { ms: Math.round(own) }));
+  if (waitedMs(waited) - own < (LATE_TAKEOVER - 1) * lockMs) throw new Starved(t('step.12.slowPayment', { ms: Math.round(own) }));
   throw fail(waited, LATE_TAKEOVER);
 }
 
@@ -645,7 +645,7 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
       return await judgeLiveClaim(ctx, req, c, d, lock, answer, answers);
     } catch (err) {
       if (!(err instanceof CheckFailed)) throw err;
-      throw new Inconclusive(t('step.12.liveAged', { server: c.label, other: d.label, lock, seconds: (((owner.doneAt ?? performance.now()) - owner.sentAt) / 1000).toFixed(1) }));
+      throw new Starved(t('step.12.liveAged', { server: c.label, other: d.label, lock, seconds: (((owner.doneAt ?? performance.now()) - owner.sentAt) / 1000).toFixed(1) }));
     }
   }
   return judgeLiveClaim(ctx, req, c, d, lock, answer, answers);

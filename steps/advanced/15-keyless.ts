@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { msUntilPhase } from '../../grader/wall-clock.js';
 import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed, inPart } from '../../grader/failure.js';
-import { describeCharge, expectCharges, expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { describeCharge, expectCharges, expectReplay, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
 import { responseJson, SECOND_CLIENT_ADDRESS } from '../../grader/http.js';
 import { RACE_SIZE, sendForced } from '../../grader/race.js';
 import { Inconclusive, Starved } from '../../grader/gate.js';
@@ -192,6 +192,9 @@ async function keylessRace(ctx: LiveContext, server: ServerInstance): Promise<vo
     }
     const broken = answers.filter((e) => e.status !== 201 && e.status !== 409);
     paid = answers.filter((e) => e.status === 201);
+    // A request that ran out of time while the machine starved the server or the grader says nothing.
+    const starved = broken.find((e) => e.starved);
+    if (starved) throw starvedExchange(starved);
     if (broken.length > 0 || paid.length === 0) {
       throw new CheckFailed(t('step.15.raceBroken', { size: RACE_SIZE, status: String(broken[0]?.status ?? answers[0]?.status) }), t('step.15.race.why'), { exchanges: broken.length > 0 ? broken : answers });
     }

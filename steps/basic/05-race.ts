@@ -4,12 +4,12 @@ import { commandKey, describeResponse, headerKey, parsePaste } from '../../grade
 import { t } from '../../i18n/index.js';
 import { CheckFailed } from '../../grader/failure.js';
 import { RACE_SIZE, Unanswered, raceRound, where } from '../../grader/race.js';
-import { Inconclusive, STARVED_LAG_MS, startLagMonitor, type GateCharge, type LagMonitor } from '../../grader/gate.js';
+import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type LagMonitor } from '../../grader/gate.js';
 import { rowsForKey } from '../../grader/ledger.js';
-import { SchedWatch, starveWatch } from '../../grader/sched.js';
+import { SchedWatch, starvedFor, starveWatch } from '../../grader/sched.js';
 import { isDeepStrictEqual } from 'node:util';
 import { checkTimeouts, responseJson, slowDatabaseTimeouts, type PayRequest } from '../../grader/http.js';
-import { expectCharges, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { expectCharges, expectRows, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange, LedgerRow } from '../../grader/types.js';
@@ -33,10 +33,12 @@ export const DB_LATENCY_MS = 250;
 /**
  * Payments with keys of their own, sent with others at once: each must succeed (201),
  * each with its own payment_id.
- * @throws CheckFailed naming the first that did not
+ * @throws CheckFailed naming the first that did not; Starved when it ran out of time starved
  */
 function expectOthers(extra: Exchange[]): void {
   const failed = extra.find((e) => e.status !== 201);
+  // One that ran out of time while the machine starved the server or the grader says nothing.
+  if (failed?.starved) throw starvedExchange(failed);
   if (failed) {
     throw new CheckFailed(
       t('step.05.othersFailed', { count: extra.length, status: String(failed.status ?? failed.error), ms: failed.ms }),
@@ -69,7 +71,8 @@ async function roundWithOthers(ctx: LiveContext, server: ServerInstance, round: 
  * four ledger inserts come together, each followed by its database round trip: a payment
  * id read back with `SELECT MAX(payment_id)` (or any look-up after another payment's
  * write) gives all four the same id every time, and the audit names it.
- * @throws CheckFailed naming what went wrong
+ * @throws CheckFailed naming what went wrong; Starved when the four were not all held
+ *   within HELD_BOUND_MS while the machine kept the server off a CPU (nothing was forced)
  */
 async function latencyRound(ctx: LiveContext, server: ServerInstance): Promise<void> {
   const data = ctx.data.fork('latency');
@@ -78,8 +81,15 @@ async function latencyRound(ctx: LiveContext, server: ServerInstance): Promise<v
   const bodies = [payment.body, ...others.map((o) => o.body)];
   const gate = ctx.gate(server);
   const hold = gate.hold((c) => bodies.some((b) => chargeOf(b)(c)));
-  // Let go once all four are held, or after the bound (a server that lines them up is the held round's to name).
-  void gate.until((cs) => bodies.every((b) => cs.some(chargeOf(b))), HELD_BOUND_MS).then(() => hold.release());
+  // Let go once all four are held, or after the bound (a server that lines them up is the
+  // held round's to name). Whether all four were held, and how starved the server was
+  // meanwhile: a bound run out on a busy machine forced nothing.
+  let allHeld = false;
+  const meter = ctx.starveMeter([server]);
+  void gate.until((cs) => bodies.every((b) => cs.some(chargeOf(b))), HELD_BOUND_MS).then((held) => {
+    allHeld = held;
+    hold.release();
+  });
   try {
     const { extra } = await raceRound(
       ctx,
@@ -96,7 +106,15 @@ async function latencyRound(ctx: LiveContext, server: ServerInstance): Promise<v
       others,
     );
     expectOthers(extra);
+    // No payment shared an id. That proves something only when the four charges were held
+    // together, or could not be because the server lines them up (not starved: its own
+    // doing); a bound that ran out while the machine starved the server forced nothing.
+    const seen = meter.stop();
+    if (!allHeld && starvedFor(seen, HELD_BOUND_MS)) {
+      throw new Starved(t('step.05.latencyStarved', { s: HELD_BOUND_MS / 1000, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }));
+    }
   } finally {
+    meter.stop();
     hold.release();
   }
 }
@@ -165,9 +183,9 @@ function boundRanOut(lag: LagMonitor, failure: () => CheckFailed, starved?: { wa
  */
 export function starvedVerdict(lag: { worstMs(): number }, starved?: { waitedMs(): number }, queueMs = SERVER_STARVED_MS): Inconclusive | undefined {
   const worst = lag.worstMs();
-  if (worst >= STARVED_LAG_MS) return new Inconclusive(t('step.05.starved', { ms: Math.round(worst) }));
+  if (worst >= STARVED_LAG_MS) return new Starved(t('step.05.starved', { ms: Math.round(worst) }));
   const queued = starved?.waitedMs() ?? 0;
-  return queued >= queueMs ? new Inconclusive(t('step.05.serverStarved', { ms: Math.round(queued) })) : undefined;
+  return queued >= queueMs ? new Starved(t('step.05.serverStarved', { ms: Math.round(queued) })) : undefined;
 }
 
 /**
