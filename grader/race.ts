@@ -10,12 +10,22 @@ import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
 import type { TestData } from './seed.js';
 import type { Lockstep } from './lockstep.js';
+import { SchedWatch, starvedFor } from './sched.js';
+import { Starved } from './gate.js';
 
 /** Requests per race round: the lab sheet's ten simultaneous requests. */
 export const RACE_SIZE = 10;
 
-/** How long a locked round holds the database's write lock while its requests arrive, in ms. */
+/** How long a locked round holds the database's write lock at least while its requests arrive, in ms. */
 export const LOCK_HOLD_MS = 250;
+
+/**
+ * The longest a locked round keeps the write lock past LOCK_HOLD_MS, in ms, waiting for
+ * every request to be written and the servers to be still (no thread of theirs can run:
+ * each request is at its wait for the lock, or answered). It never decides: a server that
+ * keeps a CPU busy while it waits gets the lock let go after it.
+ */
+export const LOCK_STILL_BOUND_MS = 3000;
 
 /** How a race round is run. */
 export interface RaceOptions extends Omit<Forcing, 'holds'> {
@@ -52,13 +62,14 @@ export interface Forcing {
 
 /**
  * Sends `requests` all at once (ctx.paySimultaneously: request i to servers[i % n]) while
- * the grader forces the interleaving `forcing` names: the database's write lock held for
- * LOCK_HOLD_MS from before the first request, the statements in lockstep armed once all
- * are written. Whatever happens (even when the lock cannot be taken), the lock is released,
+ * the grader forces the interleaving `forcing` names: the database's write lock held from
+ * before the first request until all are written and wait (holdUntilStill), the statements
+ * in lockstep armed once all are written. Whatever happens (even when the lock cannot be taken), the lock is released,
  * then `holds`, then the lockstep stopped.
  * @returns the exchanges, in request order, and the lockstep's waves (statements let run
  *   in each, in order) when it ran in lockstep
- * @throws Error when the write lock cannot be taken (see LiveContext.holdWriteLock)
+ * @throws Error when the write lock cannot be taken (see LiveContext.holdWriteLock); Starved
+ *   as holdUntilStill
  */
 export async function sendForced(
   ctx: LiveContext,
@@ -73,17 +84,59 @@ export async function sendForced(
     release = forcing.lockDatabase ? ctx.holdWriteLock(servers[0]) : undefined;
     lock = forcing.lockstep ? ctx.lockstep(servers) : undefined;
     const armed = lock;
-    const answers = ctx.paySimultaneously(servers, requests, forcing.timeouts ?? checkTimeouts(), armed && (() => armed.arm()));
+    let allWritten!: () => void;
+    const written = new Promise<void>((resolve) => (allWritten = resolve));
+    const onWritten = armed || release ? () => (armed?.arm(), allWritten()) : undefined;
+    const answers = ctx.paySimultaneously(servers, requests, forcing.timeouts ?? checkTimeouts(), onWritten);
     if (release) {
-      await delay(LOCK_HOLD_MS);
-      release();
-      release = undefined;
+      // Kept until every request is written and waits (or the bound), at least LOCK_HOLD_MS:
+      // a lock let go on a timer while the requests were still on their way forced nothing.
+      try {
+        await holdUntilStill(ctx, servers, written);
+      } finally {
+        release();
+        release = undefined;
+      }
     }
     return { exchanges: await answers, waves: lock?.waves };
   } finally {
     release?.();
     for (const hold of forcing.holds ?? []) hold.release();
     lock?.stop();
+  }
+}
+
+/**
+ * Waits, while the grader holds the database's write lock, until the round's requests are
+ * all written and the servers are still (SchedWatch.runnable() 0 at two samples in a row,
+ * 25 ms apart: each request waits for the lock, or was answered), and LOCK_HOLD_MS at least
+ * from the start; at most LOCK_STILL_BOUND_MS past LOCK_HOLD_MS. Where /proc cannot tell,
+ * LOCK_HOLD_MS from the start, as before.
+ * @throws Starved when the bound ran out while the machine kept the servers off a CPU (or
+ *   the grader lagged): the requests may not have reached their wait, nothing was forced
+ */
+async function holdUntilStill(ctx: LiveContext, servers: ServerInstance[], written: Promise<void>): Promise<void> {
+  const start = performance.now();
+  const until = start + LOCK_HOLD_MS + LOCK_STILL_BOUND_MS;
+  const meter = ctx.starveMeter(servers);
+  try {
+    await Promise.race([written, delay(LOCK_HOLD_MS + LOCK_STILL_BOUND_MS)]);
+    await delay(Math.max(0, start + LOCK_HOLD_MS - performance.now()));
+    const watch = new SchedWatch(servers.map((s) => ({ pid: s.pid, port: s.port, dbPath: s.dbPath })));
+    let still = 0;
+    while (performance.now() < until) {
+      const runnable = watch.runnable();
+      if (runnable === undefined) return;
+      still = runnable === 0 ? still + 1 : 0;
+      if (still >= 2) return;
+      await delay(25);
+    }
+    const seen = meter.stop();
+    if (starvedFor(seen, LOCK_STILL_BOUND_MS)) {
+      throw new Starved(t('check.race.lockStarved', { s: (LOCK_HOLD_MS + LOCK_STILL_BOUND_MS) / 1000, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }));
+    }
+  } finally {
+    meter.stop();
   }
 }
 

@@ -6,7 +6,7 @@ import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { starvedVerdict } from '../basic/05-race.js';
 import { linkTarget, paymentPath } from './14-state.js';
-import { SchedWatch, starveWatch } from '../../grader/sched.js';
+import { SchedWatch, starvedFor, starveWatch, type Starvation } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { PayRequest } from '../../grader/http.js';
@@ -86,8 +86,9 @@ function sendPending(ctx: LiveContext, server: ServerInstance, req: PayRequest):
  * before the money moves (`start`) or once it has moved (`moved`), until the hold is released.
  * @returns the request, in flight and held, and the hold (with the time its charge reached
  *   the gate, performance.now() ms)
- * @throws CheckFailed when it was answered with no charge held; Inconclusive when the bound
- *   ran out while the grader's own event loop was starved
+ * @throws CheckFailed when it was answered with no charge held; Starved when the bound ran
+ *   out unanswered while the grader's own event loop or the server was starved, or the
+ *   request itself ran out of time starved
  */
 async function chargeUnderWay(
   ctx: LiveContext,
@@ -104,17 +105,25 @@ async function chargeUnderWay(
     return owned === c;
   }, point);
   const lag = startLagMonitor();
+  // How long the server waited for a CPU meanwhile: a charge that had not come by the bound
+  // while the server was kept off a CPU says nothing about the server.
+  const meter = ctx.starveMeter([server]);
   const pending = sendPending(ctx, server, req);
   try {
     const held = await Promise.race([gate.until(() => hold.held.length > 0, gateBoundMs()), pending.answer.then(() => hold.held.length > 0)]);
     // The same object (not a copy): its doneAt is set when the answer comes.
     if (held) return Object.assign(pending, { hold, chargedAt: hold.held[0].startedAt });
     hold.release();
+    const seen = meter.stop();
     if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Starved(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+    if (pending.doneAt === undefined && starvedFor(seen, gateBoundMs())) throw new Starved(t('step.05.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
   } finally {
+    meter.stop();
     lag.stop();
   }
   const answer = await pending.answer;
+  // Answered without a charge only once its time had run out, starved: that says nothing either.
+  if (answer.starved) throw starvedExchange(answer);
   throw new CheckFailed(
     t('step.12.noCharge', { request: describeRequest(answer), status: String(answer.status ?? t('check.audit.noAnswer')) }),
     t('step.12.noCharge.why'),
@@ -363,9 +372,21 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
 }
 
 /**
+ * The inconclusive verdict on retries that found the key still in flight (or unanswered)
+ * at their deadline while the machine starved the server or the grader: the take-over may
+ * simply not have had a CPU in time. undefined when nothing starved (`last` ran out of time
+ * starved, or starvedFor the bound `boundMs`): the server is judged.
+ */
+function starvedRetries(seen: Starvation, boundMs: number, last: Exchange | undefined): Starved | undefined {
+  if (last?.starved) return starvedExchange(last);
+  if (!starvedFor(seen, boundMs)) return undefined;
+  return seen.graderLagMs >= seen.serverWaitMs ? new Starved(t('step.05.starved', { ms: Math.round(seen.graderLagMs) })) : new Starved(t('step.05.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
+}
+
+/**
  * A client's retries of `req` on `server` while its key is in flight: again every
  * RETRY_DELAY_MS after each 409, until another answer, MAX_TRIES tries or `deadline` (a
- * performance.now() time, in ms), each try's answer bounded by what is left. `sentAt` and
+ * performance.now() time, in ms) for sending one, each try given the request limit to be answered. `sentAt` and
  * `answeredAt` get each try's sending and answer times (performance.now(), ms).
  * @returns every try's exchange, in order
  */
@@ -375,7 +396,9 @@ async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req:
     const left = Math.round(deadline - performance.now());
     if (left <= 0) break;
     sentAt.push(performance.now());
-    const retry = await ctx.pay(server, req, { connectMs: 2000, answerMs: Math.min(limits().requestMs, left) });
+    // The deadline decides whether another try is sent, never how long a try sent before it
+    // may take to be answered: a take-over answered just after it is still an answer.
+    const retry = await ctx.pay(server, req, { connectMs: 2000, answerMs: limits().requestMs });
     tries.push(retry);
     answeredAt.push(performance.now());
     if (retry.status !== 409) break;
@@ -448,7 +471,8 @@ export const STARVED_QUEUE_MS = 250;
  * The retries after the crash on B: a client retries on 409 every RETRY_DELAY_MS until a
  * 201, for at most IDEM_LOCK_S + RECOVERY_BOUND_MS; then one charge, one ledger row, and a
  * later retry replays that payment.
- * @throws CheckFailed naming what broke (money moved twice first)
+ * @throws CheckFailed naming what broke (money moved twice first); Starved when the retries
+ *   ran out while the machine starved the server or the grader (starvedRetries)
  */
 async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point: CrashPoint): Promise<{ tries: number; ms: number }> {
   const { req, lost, chargedAt } = crash;
@@ -470,7 +494,9 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
   const answeredAt: number[] = [];
   const lag = startLagMonitor();
   const starved = starveWatch(new SchedWatch([{ pid: b.pid, port: b.port, dbPath: b.dbPath }]));
+  const meter = ctx.starveMeter([b]);
   const tries = await retryWhileInFlight(ctx, b, req, deadline, sentAt, answeredAt).finally(() => lag.stop());
+  const seen = meter.stop();
   const ms = Math.round(performance.now() - started);
   const last = tries[tries.length - 1];
   // Money moved twice is said first: it is the bug, whatever the retries were answered.
@@ -483,6 +509,8 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
     );
   }
   if (last === undefined || last.status === 409 || last.errorCode === 'timeout') {
+    const inconclusive = starvedRetries(seen, deadline - started, last);
+    if (inconclusive) throw inconclusive;
     throw new CheckFailed(
       t('step.12.stuck', { tries: tries.length, seconds: (ms / 1000).toFixed(1), lock: CRASH_LOCK_S, last: last?.status === 409 ? '409' : t('check.audit.noAnswer') }),
       t('step.12.stuck.why'),
@@ -536,7 +564,9 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
   // The owner's charge is held once the money moved until a retry has taken the claim over (or the retries end).
   const owner = await chargeUnderWay(ctx, b, req, 'moved');
   const deadline = performance.now() + CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS;
+  const meter = ctx.starveMeter([b]);
   const tries = await retryWhileInFlight(ctx, b, req, deadline).finally(() => owner.hold.release());
+  const seen = meter.stop();
   const answer = await owner.answer;
   const last = tries[tries.length - 1];
   const why = t('step.12.slow.why');
@@ -545,6 +575,8 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
     throw new CheckFailed(t('step.12.slowTwice', { rows: rows.length, server: b.label, lock: CRASH_LOCK_S }), why, { exchanges: [answer, ...tries.slice(-3)], ledger: rows });
   }
   if (last === undefined || last.status === 409 || last.errorCode === 'timeout') {
+    const inconclusive = starvedRetries(seen, CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS, last);
+    if (inconclusive) throw inconclusive;
     throw new CheckFailed(
       t('step.12.slowStuck', { tries: tries.length, seconds: ((CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS) / 1000).toFixed(1), lock: CRASH_LOCK_S, last: last?.status === 409 ? '409' : t('check.audit.noAnswer') }),
       t('step.12.stuck.why'),
