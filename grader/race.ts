@@ -120,7 +120,8 @@ async function holdUntilStill(ctx: LiveContext, servers: ServerInstance[], writt
   const until = start + LOCK_HOLD_MS + LOCK_STILL_BOUND_MS;
   const meter = ctx.starveMeter(servers);
   try {
-    await Promise.race([written, delay(LOCK_HOLD_MS + LOCK_STILL_BOUND_MS)]);
+    // An unref'd timer: once every request is written, it keeps nothing alive.
+    await Promise.race([written, delay(LOCK_HOLD_MS + LOCK_STILL_BOUND_MS, undefined, { ref: false })]);
     await delay(Math.max(0, start + LOCK_HOLD_MS - performance.now()));
     const watch = new SchedWatch(servers.map((s) => ({ pid: s.pid, port: s.port, dbPath: s.dbPath })));
     let still = 0;
