@@ -120,8 +120,10 @@ async function holdUntilStill(ctx: LiveContext, servers: ServerInstance[], writt
   const until = start + LOCK_HOLD_MS + LOCK_STILL_BOUND_MS;
   const meter = ctx.starveMeter(servers);
   try {
-    // An unref'd timer: once every request is written, it keeps nothing alive.
-    await Promise.race([written, delay(LOCK_HOLD_MS + LOCK_STILL_BOUND_MS, undefined, { ref: false })]);
+    // The bound's timer is cleared once every request is written: a check leaves no timer behind.
+    const bound = new AbortController();
+    await Promise.race([written, delay(LOCK_HOLD_MS + LOCK_STILL_BOUND_MS, undefined, { signal: bound.signal }).catch(() => undefined)]);
+    bound.abort();
     await delay(Math.max(0, start + LOCK_HOLD_MS - performance.now()));
     const watch = new SchedWatch(servers.map((s) => ({ pid: s.pid, port: s.port, dbPath: s.dbPath })));
     let still = 0;
