@@ -108,8 +108,9 @@ export async function sendForced(
 
 /**
  * Waits, while the grader holds the database's write lock, until the round's requests are
- * all written and the servers are still (SchedWatch.runnable() 0 at two samples in a row,
- * 25 ms apart: each request waits for the lock, or was answered), and LOCK_HOLD_MS at least
+ * all written and the servers are still (no thread can run at two samples in a row, 25 ms
+ * apart, but those that could at every look since before the requests were written: each
+ * request waits for the lock, or was answered), and LOCK_HOLD_MS at least
  * from the start; at most LOCK_STILL_BOUND_MS past LOCK_HOLD_MS. Where /proc cannot tell,
  * LOCK_HOLD_MS from the start, as before.
  * @throws Starved when the bound ran out while the machine kept the servers off a CPU (or
@@ -119,18 +120,25 @@ async function holdUntilStill(ctx: LiveContext, servers: ServerInstance[], writt
   const start = performance.now();
   const until = start + LOCK_HOLD_MS + LOCK_STILL_BOUND_MS;
   const meter = ctx.starveMeter(servers);
+  // Threads that could run before any request was written (a timer's busy sweep, a
+  // background job) and have been able to at every look since handle none of this round's
+  // requests: they are not waited for.
+  const watch = new SchedWatch(servers.map((s) => ({ pid: s.pid, port: s.port, dbPath: s.dbPath })));
+  let busyBefore = watch.runnableThreads();
   try {
     // The bound's timer is cleared once every request is written: a check leaves no timer behind.
     const bound = new AbortController();
     await Promise.race([written, delay(LOCK_HOLD_MS + LOCK_STILL_BOUND_MS, undefined, { signal: bound.signal }).catch(() => undefined)]);
     bound.abort();
     await delay(Math.max(0, start + LOCK_HOLD_MS - performance.now()));
-    const watch = new SchedWatch(servers.map((s) => ({ pid: s.pid, port: s.port, dbPath: s.dbPath })));
+    watch.refresh();
     let still = 0;
     while (performance.now() < until) {
-      const runnable = watch.runnable();
+      const runnable = watch.runnableThreads();
       if (runnable === undefined) return;
-      still = runnable === 0 ? still + 1 : 0;
+      busyBefore = new Set([...(busyBefore ?? [])].filter((id) => runnable.has(id)));
+      const others = [...runnable].filter((id) => !busyBefore!.has(id)).length;
+      still = others === 0 ? still + 1 : 0;
       if (still >= 2) return;
       await delay(25);
     }

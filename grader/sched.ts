@@ -94,20 +94,28 @@ export class SchedWatch {
    * or undefined when it cannot be told (no /proc, or no process found).
    */
   runnable(): number | undefined {
+    return this.runnableThreads()?.size;
+  }
+
+  /**
+   * Which of the servers' threads can run now (state R or D), as `pid/tid`, or undefined
+   * when it cannot be told (no /proc, or no process found).
+   */
+  runnableThreads(): Set<string> | undefined {
     if (!this.available || this.pids.length === 0) return undefined;
-    let n = 0;
+    const found = new Set<string>();
     for (const pid of this.pids) {
       for (const tid of threadsOf(pid)) {
         try {
           const text = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
           const state = text.charAt(text.lastIndexOf(')') + 2);
-          if (state === 'R' || state === 'D') n++;
+          if (state === 'R' || state === 'D') found.add(`${pid}/${tid}`);
         } catch {
           // the thread ended
         }
       }
     }
-    return n;
+    return found;
   }
 
   /**
