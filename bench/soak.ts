@@ -173,25 +173,23 @@ for (const { name, expect } of soaked()) {
     const started = performance.now();
     const inconclusive: Record<string, number> = Object.fromEntries(Object.keys(expect).map((id) => [id, 0]));
     await runPool(runs, jobs, async (i) => {
-      {
-        const results = await grade({ workspace: ws.dir, steps, command: resolved });
-        for (const r of results) {
-          const want = expect[r.id];
-          if (want === undefined) continue;
-          if (r.inconclusive) {
-            inconclusive[r.id]++;
-            const reason = `${r.id}: ${r.message.replace(/\d+/g, 'N').slice(0, 110)}`;
-            reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
-            continue;
-          }
-          const ok = want === P ? r.status === 'pass' : r.status === 'fail' && new RegExp(want).test(r.message);
-          if (r.status !== 'pass') {
-            const reason = `${r.id}: ${r.message.replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 110)}`;
-            reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
-          }
-          if (ok) hits[r.id]++;
-          else if (seen.length < 3) seen.push(`run ${i + 1}, step ${r.id} ${r.status} (seed ${r.seed}): ${r.message}`);
+      const results = await grade({ workspace: ws.dir, steps, command: resolved });
+      for (const r of results) {
+        const want = expect[r.id];
+        if (want === undefined) continue;
+        if (r.inconclusive) {
+          inconclusive[r.id]++;
+          const reason = `${r.id}: ${r.message.replace(/\d+/g, 'N').slice(0, 110)}`;
+          reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+          continue;
         }
+        const ok = want === P ? r.status === 'pass' : r.status === 'fail' && new RegExp(want).test(r.message);
+        if (r.status !== 'pass') {
+          const reason = `${r.id}: ${r.message.replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 110)}`;
+          reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+        }
+        if (ok) hits[r.id]++;
+        else if (seen.length < 3) seen.push(`run ${i + 1}, step ${r.id} ${r.status} (seed ${r.seed}): ${r.message}`);
       }
     });
     const cells = Object.entries(hits).map(([id, n]) => `${id} ${expect[id] === P ? 'pass' : 'fail'} ${n}/${runs}${inconclusive[id] ? ` (${inconclusive[id]} inconclusive)` : ''}`);

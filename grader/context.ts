@@ -592,14 +592,21 @@ export class LiveContext {
    * was sent (a request answered sooner costs one timer).
    */
   private meter(servers: ServerInstance[]): StarveMeter {
-    const watches = servers.map((s) => {
+    return new StarveMeter(this.schedWatch(servers), { delayMs: 250 });
+  }
+
+  /**
+   * A watch on the threads of `servers` (sched.ts SchedWatch): one server's is made on first
+   * use and kept (its processes are looked up once); several get one watch over all of them.
+   */
+  schedWatch(servers: ServerInstance[]): SchedWatch {
+    if (servers.length === 1) {
+      const [s] = servers;
       let watch = this.schedWatches.get(s);
       if (!watch) this.schedWatches.set(s, (watch = new SchedWatch([{ pid: s.pid, port: s.port, dbPath: s.dbPath }])));
       return watch;
-    });
-    // One watch over all of them: the meter sums their threads.
-    const all = watches.length === 1 ? watches[0] : new SchedWatch(servers.map((s) => ({ pid: s.pid, port: s.port, dbPath: s.dbPath })));
-    return new StarveMeter(all, { delayMs: 250 });
+    }
+    return new SchedWatch(servers.map((s) => ({ pid: s.pid, port: s.port, dbPath: s.dbPath })));
   }
 
   /**

@@ -10,7 +10,7 @@ import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
 import type { TestData } from './seed.js';
 import type { Lockstep } from './lockstep.js';
-import { SchedWatch, starvedFor } from './sched.js';
+import { starvedFor } from './sched.js';
 import { Starved } from './gate.js';
 
 /** Requests per race round: the lab sheet's ten simultaneous requests. */
@@ -123,7 +123,7 @@ async function holdUntilStill(ctx: LiveContext, servers: ServerInstance[], writt
   // Threads that could run before any request was written (a timer's busy sweep, a
   // background job) and have been able to at every look since handle none of this round's
   // requests: they are not waited for.
-  const watch = new SchedWatch(servers.map((s) => ({ pid: s.pid, port: s.port, dbPath: s.dbPath })));
+  const watch = ctx.schedWatch(servers);
   let busyBefore = watch.runnableThreads();
   try {
     // The bound's timer is cleared once every request is written: a check leaves no timer behind.
@@ -131,7 +131,6 @@ async function holdUntilStill(ctx: LiveContext, servers: ServerInstance[], writt
     await Promise.race([written, delay(LOCK_HOLD_MS + LOCK_STILL_BOUND_MS, undefined, { signal: bound.signal }).catch(() => undefined)]);
     bound.abort();
     await delay(Math.max(0, start + LOCK_HOLD_MS - performance.now()));
-    watch.refresh();
     let still = 0;
     while (performance.now() < until) {
       const runnable = watch.runnableThreads();

@@ -17,7 +17,8 @@ import { grade } from '../grader/engine.js';
 import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
 import { FIXTURES_DIR, serverSource } from '../fixtures/build.js';
 import { LAB_DIR } from '../lab/paths.js';
-import { ADVANCED_STEPS, selectSteps } from '../steps/index.js';
+import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
+import { selectSteps } from '../grader/track.js';
 import { AT_ONCE_BOUND_MS } from '../steps/advanced/14-state.js';
 import { HELD_BOUND_MS } from '../steps/basic/05-race.js';
 import type { StepResult } from '../grader/types.js';
@@ -39,7 +40,7 @@ async function gradeServer(source: string, stepId: string, during?: (dir: string
   try {
     fs.writeFileSync(path.join(tmp.dir, 'server.py'), source);
     during?.(tmp.dir);
-    const [result] = await grade({ workspace: tmp.dir, steps: Number(stepId) > 8 ? ADVANCED_STEPS.filter((s) => s.id === stepId) : selectSteps([stepId]), command: await resolveInterpreter(DEFAULT_COMMAND, tmp.dir) });
+    const [result] = await grade({ workspace: tmp.dir, steps: selectSteps([...STEPS, ...ADVANCED_STEPS], [stepId]), command: await resolveInterpreter(DEFAULT_COMMAND, tmp.dir) });
     // A killed process needs CPU to exit: in this test's own 1 ms a second group that took
     // longer than the grader's wait after SIGKILL (a full run saw the server still there).
     // The quota is lifted first, then the server must be gone within a bound.
