@@ -93,6 +93,31 @@ function chargesOf(ctx: LiveContext, server: ServerInstance, body: { user: strin
   return ctx.chargesFor(body, server).length;
 }
 
+/**
+ * The longest stretch of time, in ms, that `spans` cover without a gap, each span [from, to]
+ * in ms on one clock (performance.now()); a span whose end is before its start covers
+ * nothing. Spans that touch or overlap join. For the timed round: a keyless pair parts at a
+ * clock bucket's edge for sure only when the edge lies between its first request's answer
+ * (the record was made before) and its retry's sending (the retry is decided after), so
+ * buckets a window long have an edge inside some pair only when those spans cover a window.
+ */
+export function longestCovered(spans: ReadonlyArray<readonly [number, number]>): number {
+  const sorted = spans.filter(([from, to]) => to > from).sort((x, y) => x[0] - y[0]);
+  let best = 0;
+  let start = Number.NaN;
+  let end = Number.NaN;
+  for (const [from, to] of sorted) {
+    if (!(from <= end)) {
+      start = from;
+      end = to;
+    } else {
+      end = Math.max(end, to);
+    }
+    best = Math.max(best, end - start);
+  }
+  return best;
+}
+
 /** How many times the timed round is made before a machine too slow to keep its times is reported (Inconclusive). */
 const TIMED_TRIES = 3;
 
@@ -796,6 +821,12 @@ export const step: Step = {
           throw new CheckFailed(t('step.15.afterWindowCharge', { window: WINDOW_S }), t('step.15.afterWindow.why'), { exchanges: [first, later] });
         }
         await inPart(t('step.15.part.afterWindowRetry'), async () => answeredInWindow(retryAnswered - laterSent, () => expectKeylessReplay(ctx, a, body, later, laterRetry, a, charged + 1, 2)));
+        // Every pair replayed. That proves a window and not a clock bucket only when the
+        // pairs' spans, as sent, still covered a whole window: a grader late to send bunches
+        // them up, and a bucket edge may then fall between them (the round is made again).
+        const spans = await Promise.all(pairs.map(async (pair) => [(await pair.first).answered, (await pair.retry).sent] as const));
+        const covered = longestCovered(spans);
+        if (covered < WINDOW_S * 1000) throw new Starved(t('step.15.spreadUncovered', { count: SPREAD_BODIES, covered: Math.round(covered), window: WINDOW_S }));
       };
       for (let attempt = 1; ; attempt++) {
         try {
