@@ -15,11 +15,14 @@
  * on something the grader holds (a charge at the provider's gate, sqlite's lock held by
  * the grader) and nothing can run for QUIET_MS, the wave goes anyway; and a wave never
  * waits more than BOUND_MS (a server that spins). Those bounds never decide a verdict:
- * they only make an interleaving less forced.
+ * they only make an interleaving less forced. A wave that BOUND_MS let go while the
+ * machine kept the servers off a CPU (or the grader lagged; sched.ts starvedFor) is
+ * counted in `starvedWaves`: the round forced less than it meant to, not by the server's
+ * doing, and a caller that would pass the round reports it inconclusive instead.
  * Servers that do not speak the gate report no statement: lockstep does nothing to them.
  */
 import type { GateStatement, ProviderGate, StatementHold } from './gate.js';
-import { SchedWatch, type SchedTarget } from './sched.js';
+import { SchedWatch, StarveMeter, starvedFor, type SchedTarget } from './sched.js';
 
 /** How often the servers' threads are looked at while statements wait, in ms. */
 export const POLL_MS = 2;
@@ -41,6 +44,12 @@ export const BOUND_MS = 2000;
 export interface Lockstep {
   /** How many waves went, and how many statements each let run, in order. */
   readonly waves: number[];
+  /**
+   * How many waves BOUND_MS let go while the servers were starved (waited for a CPU a
+   * quarter of BOUND_MS or more, or the grader lagged as long): each forced less than it
+   * meant to, and not by the server's doing.
+   */
+  readonly starvedWaves: number;
   /** The round's requests are all written: from now on a wave may go (before, only after BOUND_MS). */
   arm(): void;
   /** Lets every waiting statement run and holds no more; the servers run freely again. Idempotent. */
@@ -73,13 +82,21 @@ export function lockstep(servers: LockstepServer[]): Lockstep {
   let waitingSince: number | undefined;
   let lastRefresh = performance.now();
   const released: GateStatement[] = [];
+  // Measures starvation over each wave's wait, from its first waiting statement to its release.
+  let meter: StarveMeter | undefined;
+  let starvedWaves = 0;
+  const endWait = (byBound: boolean) => {
+    const seen = meter?.stop();
+    meter = undefined;
+    if (byBound && seen !== undefined && starvedFor(seen, BOUND_MS)) starvedWaves++;
+  };
 
   // Reports a server sent that the grader's event loop has not read yet are not in the
   // gates' lists: a wave decided in a timer goes only after one more turn of the loop (its
   // I/O phase reads them) in which no report came.
   let reports = 0;
   let deciding = false;
-  const release = () => {
+  const release = (byBound = false) => {
     if (deciding) return;
     deciding = true;
     const seen = reports;
@@ -87,14 +104,15 @@ export function lockstep(servers: LockstepServer[]): Lockstep {
       deciding = false;
       if (stopped) return;
       if (reports !== seen) return schedule();
-      go();
+      go(byBound);
     });
   };
-  const go = () => {
+  const go = (byBound: boolean) => {
     const n = holds.reduce((sum, h) => sum + h.releaseWave(), 0);
     if (n > 0) waves.push(n);
     if (waves.length >= MAX_WAVES) for (const h of holds) h.passThrough();
     idleSince = stillSince = waitingSince = undefined;
+    endWait(byBound && n > 0);
   };
 
   const tick = () => {
@@ -103,10 +121,14 @@ export function lockstep(servers: LockstepServer[]): Lockstep {
     const waiting = holds.flatMap((h) => h.waiting());
     if (waiting.length === 0) {
       idleSince = stillSince = waitingSince = undefined;
+      endWait(false);
       return;
     }
     const now = performance.now();
-    waitingSince ??= now;
+    if (waitingSince === undefined) {
+      waitingSince = now;
+      meter = new StarveMeter(watch);
+    }
     if (now - lastRefresh > 200) {
       watch.refresh();
       lastRefresh = now;
@@ -127,7 +149,8 @@ export function lockstep(servers: LockstepServer[]): Lockstep {
     } else {
       stillSince = undefined;
     }
-    if ((gathered && idleSince !== undefined && now - idleSince >= QUIET_MS) || now - waitingSince >= BOUND_MS) return release();
+    if (now - waitingSince >= BOUND_MS) return release(true);
+    if (gathered && idleSince !== undefined && now - idleSince >= QUIET_MS) return release();
     schedule();
   };
   const schedule = () => {
@@ -141,6 +164,9 @@ export function lockstep(servers: LockstepServer[]): Lockstep {
   );
   return {
     waves,
+    get starvedWaves() {
+      return starvedWaves;
+    },
     arm: () => {
       armed = true;
       // What was seen before the requests were written says nothing about them.
@@ -151,6 +177,7 @@ export function lockstep(servers: LockstepServer[]): Lockstep {
       if (stopped) return;
       stopped = true;
       if (timer) clearTimeout(timer);
+      endWait(false);
       for (const off of unsubscribe) off();
       for (const h of holds) h.release();
     },

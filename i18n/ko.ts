@@ -189,6 +189,7 @@ export const ko: Record<MessageKey, string> = {
   'check.race.and': '와 ',
   'check.race.oneServer': '서버 하나에',
   'check.race.lockStarved': '판정 불가: 채점기가 데이터베이스 잠금을 쥐고 있는 동안 동시 요청들이 {s}초 안에 모두 대기 지점에 이르지 못했고, 그동안 서버는 CPU를 {waited} ms 기다렸으며 채점기는 {lag} ms 늦었습니다. 경쟁을 강제하기에는 머신이 너무 바빴습니다. 덜 바쁜 머신에서 다시 검사하세요',
+  'check.race.wavesStarved': '판정 불가: {name}에서 채점기는 앞선 문장들이 다 실행되기를 기다리지 못하고, 서버가 CPU를 기다리는(또는 채점기가 늦은) 동안 {s}초 한도가 다 되어 데이터베이스 문장 묶음 {count}개를 풀어 주었습니다. 순서를 강제하기에는 머신이 너무 바빴습니다. 덜 바쁜 머신에서 다시 검사하세요',
   'check.race.unanswered': '{name}: 한 키로 동시에 보낸 요청 {size}개({where}) 가운데 {count}개가 응답을 받지 못했습니다({error}).',
   'check.race.unanswered.why': '다른 요청을 기다리는 요청도 정해진 시간 안에 답해야 합니다. 저장된 응답이든, 첫 요청이 처리 중일 때의 409든요.',
   'check.race.broken': '{name}: 한 키로 동시에 보낸 요청 {size}개({where})에 대한 답은 모두 같은 성공(201)이거나, 첫 요청이 처리 중일 때의 409여야 합니다. {count}개의 응답 코드가 HTTP {status}였습니다({ms} ms 뒤).',

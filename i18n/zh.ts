@@ -189,6 +189,7 @@ export const zh: Record<MessageKey, string> = {
   'check.race.and': ' 和 ',
   'check.race.oneServer': '发往同一台服务器',
   'check.race.lockStarved': '无法判定：评分器持有数据库锁期间，这些并发请求没能在 {s} 秒内全部到达等待点，这期间服务器等待 CPU {waited} ms，评分器延迟 {lag} ms：机器太忙，无法强制出竞争。请在较空闲的机器上重新检查',
+  'check.race.wavesStarved': '无法判定：在{name}中，评分器没有等到前面的语句执行完，而是在服务器等待 CPU（或评分器延迟）期间因 {s} 秒上限到期放行了 {count} 批数据库语句：机器太忙，无法强制出交错顺序。请在较空闲的机器上重新检查',
   'check.race.unanswered': '{name}：用同一个键并发的 {size} 个请求（{where}）中有 {count} 个没有得到响应（{error}）。',
   'check.race.unanswered.why': '等待其他请求的请求也必须在有限时间内响应：返回保存的响应，或在第一个请求仍在处理时返回 409。',
   'check.race.broken': '{name}：用同一个键并发的 {size} 个请求（{where}）的响应，必须是同一个成功响应（201），或在第一个请求仍在处理时返回 409；有 {count} 个得到了 HTTP {status}（{ms} 毫秒后）。',

@@ -21,6 +21,8 @@ import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
 import { selectSteps } from '../grader/track.js';
 import { AT_ONCE_BOUND_MS } from '../steps/advanced/14-state.js';
 import { HELD_BOUND_MS } from '../steps/basic/05-race.js';
+import { LOCK_HOLD_MS, LOCK_STILL_BOUND_MS } from '../grader/race.js';
+import { BOUND_MS as LOCKSTEP_BOUND_MS } from '../grader/lockstep.js';
 import type { StepResult } from '../grader/types.js';
 import { serversUnder, tempDir } from './support.js';
 
@@ -264,7 +266,33 @@ test("05: when one payment of the slow-database round is kept off the CPU past t
   const result = await gradeServer(source, '05', (dir) => fs.copyFileSync(path.join(LAB_DIR, 'answers', '05-race.txt'), path.join(dir, '05-race.txt')));
   assert.equal(result.status, 'error', result.message);
   assert.equal(result.inconclusive, true);
-  assert.match(result.message, /^inconclusive: in the slow-database round, the four charges did not all reach the provider within 8 s, .*the server waited \d+ ms for a CPU/);
+  // Said by the round's hold, or by the lockstep, whose waves waited on the starved charge too.
+  assert.match(result.message, /^inconclusive: (in the slow-database round, the four charges did not all reach the provider within 8 s, .*the server waited \d+ ms for a CPU|the grader let \d+ wave\(s\) of database statements go \(The slow-database round)/);
+});
+
+test('06: when a request of the locked slow-database split is kept off the CPU while the grader holds the write lock, the lock is held to its bound and the round is inconclusive, not passed', { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  // Only the split's servers run with IDEM_DB_MS; there the first request to find another in
+  // flight starves its thread before its first statement, past the lock's whole bound.
+  const source = starveConcurrent(serverSource('reference'), (LOCK_HOLD_MS + LOCK_STILL_BOUND_MS + 1500) / 1000, 'handle_pay', 'float(_os.environ.get("IDEM_DB_MS") or 0) > 0');
+  const result = await gradeServer(source, '06');
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: while the grader held the database lock, the simultaneous requests did not all reach their wait within 3\.25 s, and meanwhile the servers waited \d+ ms for a CPU/);
+});
+
+test("05: when a request of the slow-database round is kept off the CPU while the others' statements wait for their wave, the wave its bound lets go makes the round inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  // The first request to find another in flight starves before its first statement for
+  // longer than a wave's bound, and well within the charges' hold: every charge is held in
+  // the end, and only the lockstep's bound ran out starved.
+  const seconds = (LOCKSTEP_BOUND_MS + 1000) / 1000;
+  assert.ok(seconds * 1000 < HELD_BOUND_MS - 2000);
+  const source = starveConcurrent(serverSource('reference'), seconds, 'handle_pay', 'float(_os.environ.get("IDEM_DB_MS") or 0) > 0');
+  const result = await gradeServer(source, '05', (dir) => fs.copyFileSync(path.join(LAB_DIR, 'answers', '05-race.txt'), path.join(dir, '05-race.txt')));
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: the grader let \d+ wave\(s\) of database statements go \(The slow-database round \(250 ms per statement\)\) when its bound of 2 s ran out while the servers waited for a CPU/);
 });
 
 test.after(() => cgroup?.remove());

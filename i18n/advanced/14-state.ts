@@ -30,6 +30,7 @@ export const en = {
   'step.14.atOnce.why': 'Clients pay at the same time. Each payment\'s link must lead to that payment, whatever other payments were recorded meanwhile; a client that follows the link to another customer\'s payment sees it, and may refund it.',
   'step.14.atOnceLink': '{count} payments with keys of their own were sent at once, their database statements let run in waves ({waves}), so that every payment was recorded before any was read back. The 201 to key {key} (user {user}) was payment {own}, but said Location: {location}, the payment of key {otherKey} (user {otherUser}), sent beside it. Its own is at {path}: a link read back after the payment is recorded (the newest row, MAX(payment_id)) can be another payment\'s; build it from the id this payment got.',
   'step.14.atOnceStarved': 'inconclusive: of the {count} payments sent at once, not all had moved the money within {s} s, so their charges were let go one by one; meanwhile the server waited {waited} ms for a CPU and the grader lagged {lag} ms: the machine was too busy to force the order the round needs. Run the check again on a quieter machine',
+  'step.14.atOnceName': 'the {count} payments sent at once',
   'step.14.what.atOnce': '201 to key {key} (user {user}, one of {count} payments sent at once)',
   'step.14.pass': 'Every replay answered the first 201 unchanged and linked to {link}, which showed the payment charged, then refunded, also after a restart.',
 } as const;
@@ -66,6 +67,7 @@ export const ko: Record<keyof typeof en, string> = {
   'step.14.atOnce.why': '클라이언트들은 같은 때에 결제합니다. 결제마다 링크는 그 사이에 다른 결제가 기록됐든 아니든 바로 그 결제로 가야 합니다. 링크를 따라간 클라이언트가 다른 고객의 결제를 보게 되면, 그것을 환불할 수도 있습니다.',
   'step.14.atOnceLink': '각자 다른 키로 결제 {count}건을 동시에 보내고, 데이터베이스 문장을 차례로 묶어 실행시켜({waves}번) 모든 결제가 기록된 뒤에야 어느 것이든 다시 읽게 했습니다. 키 {key}(사용자 {user})에 대한 201은 결제 {own}이었지만 Location: {location} 헤더를 달았고, 이것은 함께 보낸 키 {otherKey}(사용자 {otherUser})의 결제입니다. 자기 결제의 주소는 {path}입니다. 결제를 기록한 뒤에 다시 읽은 링크(가장 최근 행, MAX(payment_id))는 다른 결제의 것일 수 있습니다. 이 결제가 받은 id로 만드세요.',
   'step.14.atOnceStarved': '판정 불가: 동시에 보낸 결제 {count}건이 {s}초 안에 모두 돈을 옮기지 못해 청구를 하나씩 풀어 주었습니다. 그동안 서버는 CPU를 {waited} ms 기다렸고 채점기는 {lag} ms 늦었습니다. 이 라운드에 필요한 순서를 강제하기에는 머신이 너무 바빴습니다. 덜 바쁜 머신에서 다시 검사하세요',
+  'step.14.atOnceName': '동시에 보낸 결제 {count}건',
   'step.14.what.atOnce': '키 {key}(사용자 {user}, 동시에 보낸 결제 {count}건 중 하나)에 대한 201',
   'step.14.pass': '재생마다 첫 201을 그대로 답하고 {link} 링크를 달았으며, 그 링크는 결제를 결제됨, 그다음 환불됨으로 보여 줬습니다. 재시작 후에도 같았습니다.',
 };
@@ -102,6 +104,7 @@ export const zh: Record<keyof typeof en, string> = {
   'step.14.atOnce.why': '客户端会在同一时间支付。不管期间还记录了哪些别的支付，每笔支付的链接都必须指向它自己；客户端顺着链接看到另一位客户的支付，就可能把它退掉。',
   'step.14.atOnceLink': '同时发出了 {count} 笔各用自己键的支付，它们的数据库语句分批放行（共 {waves} 批），使每笔支付都记录完之后才有任何一笔回读。发给键 {key}（用户 {user}）的 201 是支付 {own}，带的却是 Location: {location}，那是一同发出的键 {otherKey}（用户 {otherUser}）的支付。它自己的在 {path}：记录支付之后再回读得到的链接（最新的一行，MAX(payment_id)）可能属于另一笔支付；请用这笔支付得到的 id 来生成。',
   'step.14.atOnceStarved': '无法判定：同时发出的 {count} 笔支付没能在 {s} 秒内全部完成转账，于是它们的扣款被逐个放行；这期间服务器等待 CPU {waited} ms，评分器延迟 {lag} ms：机器太忙，无法强制出这一轮需要的顺序。请在较空闲的机器上重新检查',
+  'step.14.atOnceName': '同时发出的 {count} 笔支付',
   'step.14.what.atOnce': '发给键 {key} 的 201（用户 {user}，同时发出的 {count} 笔支付之一）',
   'step.14.pass': '每次重放都原样回答第一次的 201 并链接到 {link}；该链接先显示已扣款，再显示已退款，重启之后也一样。',
 };

@@ -5,6 +5,7 @@ import { limits } from '../../grader/limits.js';
 import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { starvedVerdict } from '../basic/05-race.js';
+import { waitUntilStill } from '../../grader/race.js';
 import { linkTarget, paymentPath } from './14-state.js';
 import { SchedWatch, starvedFor, starveWatch, type Starvation } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
@@ -57,14 +58,23 @@ export const RECOVERY_BOUND_MS = 4000;
 export const RETRY_DELAY_MS = 100;
 export const MAX_TRIES = 60;
 /**
- * The live charge's provider window (IDEM_PROVIDER_REPLY_MS), in ms, per attempt: another
- * server is started and the retries sent inside it. A second attempt, twice as long, is
- * made only when the machine was too slow for the first (the server came up after the
- * charge had ended); its verdict stands.
+ * The live deployment's window per attempt, in ms: its IDEM_LOCK_S is this plus
+ * LIVE_LOCK_MARGIN_S, so that its claim stays young while another server starts and the
+ * retries are sent (the owner's charge is held at the provider's gate meanwhile; no
+ * IDEM_PROVIDER_REPLY_MS is set). A second attempt, twice as long, is made only when the
+ * machine was too slow for the first (the owner answered after its claim had aged past
+ * IDEM_LOCK_S); its verdict stands.
  */
 export const LIVE_WINDOWS_MS = [2000, 4000] as const;
-/** How long the live claim's charge stays held once the retries are sent, in ms, unless they are all answered first: long enough for each to look at the claim (and take it over, if it would). */
+/** How long the live claim's charge stays held at least once the retries are sent, in ms, unless they are all answered first: long enough for each to look at the claim (and take it over, if it would). */
 export const LIVE_HOLD_MS = 1000;
+/**
+ * How much longer than LIVE_HOLD_MS the live claim's charge stays held at most while a
+ * server still has a thread that can run (the retries not yet at their wait), in ms. It
+ * never decides: a bound run out on a starved server is inconclusive, one that keeps a CPU
+ * busy gets the charge let go.
+ */
+export const LIVE_STILL_BOUND_MS = 3000;
 /** IDEM_LOCK_S of the live deployment exceeds its window by this much, in s: its claim stays young while it charges. */
 export const LIVE_LOCK_MARGIN_S = 2;
 
@@ -550,8 +560,8 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
 }
 
 /**
- * A charge that outlasts IDEM_LOCK_S: on B, a new key's charge takes IDEM_PROVIDER_REPLY_MS
- * to come back, so once the statement shows it a client retries (on 409, every
+ * A charge that outlasts IDEM_LOCK_S: on B, a new key's charge is held at the provider's
+ * gate once the money moved (chargeUnderWay), so a client retries (on 409, every
  * RETRY_DELAY_MS) and takes the claim over once it is older than IDEM_LOCK_S, while its owner
  * is still charging. When the owner's charge returns, the claim is no longer its own: it
  * must not finish it. Its answer is 409 or the same payment as the retries'; one charge,
@@ -627,16 +637,18 @@ const liveEnv = (attempt: number) => ({ IDEM_LOCK_S: String(liveLockS(attempt)) 
 
 /**
  * A claim younger than IDEM_LOCK_S belongs to a live request. On a database of its own,
- * server C pays with a provider that answers `window` ms after the money moved; once the
- * statement shows that charge, server D starts on the same database (a pod restarted while
+ * server C pays, and its charge is held at the provider's gate once the money moved; then
+ * server D starts on the same database (a pod restarted while
  * another one is charging: a server that clears every claim in flight at start-up clears
- * C's), and one retry goes to C and one to D at once. The first request must be answered
- * 201, each retry with that same payment or 409, with one charge and one ledger row, and a
- * later retry on D replays it.
+ * C's), and one retry goes to C and one to D at once; the charge is let go once both are
+ * answered or both servers are still (waitUntilStill, at least LIVE_HOLD_MS). The first
+ * request must be answered 201, each retry with that same payment or 409, with one charge
+ * and one ledger row, and a later retry on D replays it.
  * @returns how the retries were answered ('409', '201', or both), or undefined when the
  *   set-up did not hold (D came up after C had answered, or C answered after its claim had
  *   aged past IDEM_LOCK_S) and `judge` is false: then nothing was judged
- * @throws CheckFailed naming what broke
+ * @throws CheckFailed naming what broke; Starved when the servers, starved, were not still
+ *   within the hold's bound
  */
 async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, started?: { c: ServerInstance; database: CheckDatabase }): Promise<string | undefined> {
   const window = LIVE_WINDOWS_MS[attempt];
@@ -654,7 +666,15 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
   try {
     const d0 = await ctx.startServer({ database, env, label: second, priority: 2000 + window });
     retries = [sendPending(ctx, c, req), sendPending(ctx, d0, req)];
-    await Promise.race([Promise.all(retries.map((r) => r.answer)), delay(LIVE_HOLD_MS, undefined, { ref: false })]);
+    // Held until both retries are answered, or both servers are still (each retry at its
+    // wait: a poll loop, a lock), at least LIVE_HOLD_MS: a hold let go on a timer before a
+    // starved server had looked at a retry saw nothing of what it does with a young claim.
+    await waitUntilStill(ctx, [c, d0], {
+      until: Promise.all(retries.map((r) => r.answer)),
+      minMs: LIVE_HOLD_MS,
+      boundMs: LIVE_STILL_BOUND_MS,
+      starved: (seen) => t('step.12.liveHeldStarved', { server: c.label, other: d0.label, s: (LIVE_HOLD_MS + LIVE_STILL_BOUND_MS) / 1000, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }),
+    });
     d = d0;
   } finally {
     owner.hold.release();

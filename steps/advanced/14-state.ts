@@ -5,6 +5,7 @@ import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.
 import { checkTimeouts, responseJson } from '../../grader/http.js';
 import { listOf, t } from '../../i18n/index.js';
 import { sendForced } from '../../grader/race.js';
+import { BOUND_MS as LOCKSTEP_BOUND_MS } from '../../grader/lockstep.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
 import type { Exchange } from '../../grader/types.js';
@@ -188,7 +189,7 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
     hold.release();
   });
   const { connectMs, answerMs } = checkTimeouts();
-  const { exchanges: answers, waves = [] } = await sendForced(ctx, [server], sent, { lockstep: true, holds: [hold], timeouts: { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS } });
+  const { exchanges: answers, waves = [], starvedWaves = 0 } = await sendForced(ctx, [server], sent, { lockstep: true, holds: [hold], timeouts: { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS } });
   const seen = meter.stop();
   answers.forEach((answer, i) =>
     expectStatus(answer, 201, t('step.14.atOnce', { count: AT_ONCE, key: JSON.stringify(sent[i].key), user: JSON.stringify(sent[i].body.user), status: String(answer.status ?? answer.error) }), t('step.14.atOnce.why')),
@@ -214,6 +215,8 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
   if (!allMoved && starvedFor(seen, AT_ONCE_BOUND_MS)) {
     throw new Starved(t('step.14.atOnceStarved', { count: AT_ONCE, s: AT_ONCE_BOUND_MS / 1000, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }));
   }
+  // Nor when a wave of the ledger writes was let go by the lockstep's bound while starved.
+  if (starvedWaves > 0) throw new Starved(t('check.race.wavesStarved', { name: t('step.14.atOnceName', { count: AT_ONCE }), count: starvedWaves, s: LOCKSTEP_BOUND_MS / 1000 }));
 }
 
 /**
