@@ -23,6 +23,7 @@ import { AT_ONCE_BOUND_MS } from '../steps/advanced/14-state.js';
 import { HELD_BOUND_MS } from '../steps/basic/05-race.js';
 import { LOCK_HOLD_MS, LOCK_STILL_BOUND_MS } from '../grader/race.js';
 import { BOUND_MS as LOCKSTEP_BOUND_MS } from '../grader/lockstep.js';
+import { LIVE_HOLD_MS, LIVE_LOCK_MARGIN_S, LIVE_STILL_BOUND_MS, LIVE_WINDOWS_MS } from '../steps/advanced/12-crash.js';
 import type { StepResult } from '../grader/types.js';
 import { serversUnder, tempDir } from './support.js';
 
@@ -293,6 +294,19 @@ test("05: when a request of the slow-database round is kept off the CPU while th
   assert.equal(result.status, 'error', result.message);
   assert.equal(result.inconclusive, true);
   assert.match(result.message, /^inconclusive: the grader let \d+ wave\(s\) of database statements go \(The slow-database round \(250 ms per statement\)\) when its bound of 2 s ran out while the servers waited for a CPU/);
+});
+
+test("12: when a retry of the live claim is kept off the CPU while the owner's charge is held, the hold waits for it to its bound and the step is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  // Only the live deployments run with IDEM_LOCK_S of 4 or 6 s; there the retry that finds
+  // the owner's request in flight starves before it looks at the claim, past the hold's bound.
+  const seconds = (LIVE_HOLD_MS + LIVE_STILL_BOUND_MS + 1500) / 1000;
+  const live = LIVE_WINDOWS_MS.map((ms) => `"${ms / 1000 + LIVE_LOCK_MARGIN_S}"`).join(', ');
+  const source = starveConcurrent(serverSource('advanced/reference'), seconds, 'handle_pay', `_os.environ.get("IDEM_LOCK_S") in (${live})`);
+  const result = await gradeServer(source, '12');
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: while the first request's charge on [A-Z] was held, the retries sent to [A-Z] and [A-Z] were neither answered nor at their wait within 4 s, and meanwhile the servers waited \d+ ms for a CPU/);
 });
 
 test.after(() => cgroup?.remove());
