@@ -16,7 +16,7 @@ import type { ChalkInstance } from 'chalk';
 import { t } from '../i18n/index.js';
 import { CheckFailed, SetupError } from '../grader/failure.js';
 import { installExitHooks } from '../grader/cleanup.js';
-import { limits } from '../grader/limits.js';
+import { limits, type Limits } from '../grader/limits.js';
 import { randomSeed } from '../grader/seed.js';
 import { commandExists, resolveInterpreter } from '../grader/server.js';
 import { colourFor } from '../grader/reporters/human.js';
@@ -118,8 +118,9 @@ export function chaosVerdict(result: ChaosResult, keyed: boolean): { ok: boolean
 export async function chaosCommand(options: ChaosCommandOptions, write: (text: string) => void = (text) => void process.stdout.write(text), colour: ChalkInstance = colourFor(process.stdout)): Promise<number> {
   const settings = chaosSettings(options);
   const { workspace, command } = openWorkspace(workspaceDir(options));
+  let runLimits: Limits;
   try {
-    limits();
+    runLimits = limits();
   } catch (err) {
     throw new SetupError((err as Error).message);
   }
@@ -144,6 +145,7 @@ export async function chaosCommand(options: ChaosCommandOptions, write: (text: s
       faults: { ...DEFAULT_FAULTS, loss: settings.loss },
       backoff: DEFAULT_BACKOFF,
       deadlineMs: settings.deadlineMs,
+      limits: runLimits,
     });
   } catch (err) {
     if (!(err instanceof CheckFailed)) throw err;

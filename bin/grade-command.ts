@@ -25,7 +25,7 @@ import { t } from '../i18n/index.js';
 import { visible } from '../grader/visible.js';
 import { SetupError } from '../grader/failure.js';
 import { defaultGradingConfig, formatPoints, readGradingConfig } from '../grader/grading.js';
-import { limits } from '../grader/limits.js';
+import { limits, type Limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
 import { sandboxFor, sandboxWarning } from './shared/check.js';
 import { writeFile } from '../grader/reporters/index.js';
@@ -126,8 +126,9 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   const config = configForTrack(options.config ? readGradingConfig(options.config, allSteps()) : defaultGradingConfig(), track);
   const shard = options.shard === undefined ? undefined : parseShard(options.shard);
   const slice = shard ? shardOf(dirs, shard) : { dirs, names: undefined };
+  let runLimits: Limits;
   try {
-    limits();
+    runLimits = limits();
   } catch (err) {
     throw new SetupError((err as Error).message);
   }
@@ -149,6 +150,7 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
     config,
     jobs,
     timeoutMs,
+    limits: runLimits,
     sandbox,
     ...(choice ? { confinement: choice } : {}),
     onStart: shown.start,

@@ -49,7 +49,7 @@ const NOISE = /(?:^|\/)(?:\.[^/]+|[^/]*\.(?:db|db-journal|db-wal|db-shm|log|swp|
  * @throws SetupError for a folder that is no workspace or an unknown step
  */
 export async function watchCommand(selector: string | undefined, options: WatchOptions): Promise<number> {
-  const { workspace, command, track } = await runSettings([], options);
+  const { workspace, command, track, limits: runLimits } = await runSettings([], options);
   const STEPS = track.steps;
   let current = selector ? chooseSteps([selector], track)[0] : nextStepToDo(workspace);
   // A step named that passes already is being refactored: watch stays on it.
@@ -103,7 +103,7 @@ export async function watchCommand(selector: string | undefined, options: WatchO
       else out.log(c.dim(t('watch.serverNotRunning')));
     }
     out.log(t('watch.checking', { id: step.id, slug: step.slug }));
-    const [result] = await grade({ workspace, command, steps: [step], concurrency: 1 });
+    const [result] = await grade({ workspace, command, steps: [step], concurrency: 1, limits: runLimits });
     if (stopping) return;
     const changed = [...graded].filter(([name, was]) => contentOf(name) !== was).map(([name]) => name);
     if (changed.length > 0) {

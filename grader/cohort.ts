@@ -24,6 +24,7 @@ import type { Status } from './types.js';
 import { listOf, t } from '../i18n/index.js';
 import { visible, visibleDeep } from './visible.js';
 import type { Step } from './track.js';
+import type { Limits } from './limits.js';
 
 /** How long one workspace may take to grade by default, in ms. */
 export const DEFAULT_WORKSPACE_TIMEOUT_MS = 180_000;
@@ -48,6 +49,8 @@ export interface CohortOptions {
   timeoutMs?: number;
   /** The sandbox every server runs in (see sandbox.ts); none when absent. */
   sandbox?: Sandbox;
+  /** The run's time limits, in ms (a server's start, a request's answer), the same for every workspace; default: the environment's, read once per workspace. */
+  limits?: Limits;
   /**
    * How confined the servers are and why not fully (sandbox.ts chooseSandboxFor), for each
    * row's `sandbox` column; by default `on` with a sandbox that has a network of its own,
@@ -168,7 +171,7 @@ function rowOf(student: string, workspace: string, report: GradeReport, ms: numb
  * a bad idem-lab.json "server" entry is an error row with the reason; so is a workspace
  * cut off after `timeoutMs` (its running servers are stopped at once).
  */
-export async function gradeWorkspace(student: string, dir: string, options: Pick<CohortOptions, 'steps' | 'config' | 'timeoutMs' | 'sandbox' | 'confinement' | 'serverCommand'>): Promise<GradebookRow> {
+export async function gradeWorkspace(student: string, dir: string, options: Pick<CohortOptions, 'steps' | 'config' | 'timeoutMs' | 'sandbox' | 'confinement' | 'serverCommand' | 'limits'>): Promise<GradebookRow> {
   const started = performance.now();
   const workspace = path.resolve(dir);
   const timeoutMs = options.timeoutMs ?? DEFAULT_WORKSPACE_TIMEOUT_MS;
@@ -192,6 +195,7 @@ export async function gradeWorkspace(student: string, dir: string, options: Pick
       steps: options.steps,
       stopAfterStartFailure: true,
       signal: controller.signal,
+      ...(options.limits ? { limits: options.limits } : {}),
     });
     return rowOf(student, workspace, scoreResults(results, options.config), performance.now() - started, confinement);
   } catch (err) {

@@ -16,7 +16,8 @@ import { DEFAULT_DISK_BOUND, watchDisk, type DiskUse } from './disk-bound.js';
 import { openGate, type GateDecision, type ProviderGate } from './gate.js';
 import { lockstep, type Lockstep } from './lockstep.js';
 import { SchedWatch, StarveMeter, starvedFor, type Starvation } from './sched.js';
-import { checkTimeouts } from './http.js';
+import { checkTimeouts, slowDatabaseTimeouts } from './http.js';
+import { limits, type Limits } from './limits.js';
 import type { Exchange, KeylessGrouping, LedgerRow } from './types.js';
 import { labelledOutput } from './printed.js';
 import { readWritten, type WrittenLimits, type WrittenRead } from './written-files.js';
@@ -144,14 +145,19 @@ export class LiveContext {
   private readonly openGates: ProviderGate[] = [];
   /** This check's keys, users and amounts, from the run's seed. */
   readonly data: TestData;
+  /** The run's time limits (ms), read once when the run began: a server's start, a request's answer. */
+  readonly limits: Limits;
 
   /**
    * @param workspace the learner's workspace (absolute); @param tmpDir an empty temporary
    *   folder of this check's, removed by the caller; @param stepId the step, which scopes
-   *   the seeded data; @param seed the run's seed
+   *   the seeded data; @param seed the run's seed; @param runLimits the run's time limits
+   *   (default: the environment's, read now)
+   * @throws Error as limits() when `runLimits` is not given and a limit variable is bad
    */
-  constructor(workspace: string, tmpDir: string, stepId: string, command: ServerCommand | undefined, seed: Seed) {
+  constructor(workspace: string, tmpDir: string, stepId: string, command: ServerCommand | undefined, seed: Seed, runLimits: Limits = limits()) {
     this.workspace = workspace;
+    this.limits = runLimits;
     this.tmpDir = tmpDir;
     const first = this.copyPath();
     this.dbPath = path.join(first, 'lab.db');
@@ -319,6 +325,7 @@ export class LiveContext {
       gateSocket: gate.socketPath,
       dbGate: options.dbGate,
       clockOffsetS: options.clockOffsetS,
+      readyTimeoutMs: this.limits.startMs,
     }).catch((err: unknown) => {
       pod.failed = true;
       gate.close();
@@ -560,14 +567,24 @@ export class LiveContext {
     return this.data.key();
   }
 
+  /** The time limits of a request to a server under test, in ms, by the run's limits (http.ts checkTimeouts). */
+  timeouts(): Timeouts {
+    return checkTimeouts(this.limits);
+  }
+
+  /** timeouts() with twice the time to answer, for a round on a slow database (http.ts slowDatabaseTimeouts). */
+  slowDatabaseTimeouts(): Timeouts {
+    return slowDatabaseTimeouts(this.limits);
+  }
+
   /**
    * Sends one POST /pay and records the exchange; never throws (see Exchange.error).
-   * `timeouts`: its time limits in ms (default checkTimeouts()), e.g. a shorter wait for
+   * `timeouts`: its time limits in ms (default timeouts()), e.g. a shorter wait for
    * the answer when a check retries within a deadline of its own.
    */
   async pay(server: ServerInstance, req: PayRequest, timeouts?: Timeouts): Promise<Exchange> {
     const meter = this.meter([server]);
-    const exchange = await send(server, 'POST', '/pay', req, timeouts);
+    const exchange = await send(server, 'POST', '/pay', req, timeouts ?? this.timeouts());
     this.judgeStarvation([exchange], meter, timeouts);
     this.exchanges.push(exchange);
     return exchange;
@@ -616,7 +633,7 @@ export class LiveContext {
    */
   private judgeStarvation(exchanges: Exchange[], meter: StarveMeter, timeouts: Timeouts | undefined): void {
     const seen = meter.stop();
-    const { connectMs, answerMs } = timeouts ?? checkTimeouts();
+    const { connectMs, answerMs } = timeouts ?? this.timeouts();
     for (const exchange of exchanges) {
       const bound = exchange.errorCode === 'timeout' ? answerMs : exchange.errorCode === 'connect-timeout' ? connectMs : undefined;
       if (bound !== undefined && starvedFor(seen, bound)) exchange.starved = { serverWaitMs: Math.round(seen.serverWaitMs), graderLagMs: Math.round(seen.graderLagMs), boundMs: bound };
@@ -630,7 +647,7 @@ export class LiveContext {
    */
   async request(server: ServerInstance, method: 'GET' | 'POST', urlPath: string, req?: PayRequest): Promise<Exchange> {
     const meter = this.meter([server]);
-    const exchange = await send(server, method, urlPath, req);
+    const exchange = await send(server, method, urlPath, req, this.timeouts());
     this.judgeStarvation([exchange], meter, undefined);
     this.exchanges.push(exchange);
     return exchange;
@@ -642,7 +659,7 @@ export class LiveContext {
    */
   async paySimultaneously(servers: ServerInstance[], requests: PayRequest[], timeouts?: Timeouts, onWritten?: () => void): Promise<Exchange[]> {
     const meter = this.meter(servers);
-    const exchanges = await sendSimultaneously(servers, requests, timeouts, onWritten);
+    const exchanges = await sendSimultaneously(servers, requests, timeouts ?? this.timeouts(), onWritten);
     this.judgeStarvation(exchanges, meter, timeouts);
     this.exchanges.push(...exchanges);
     return exchanges;

@@ -9,6 +9,7 @@ import { LiveContext } from './context.js';
 import { atExit } from './cleanup.js';
 import { auditPayments } from './audit.js';
 import { randomSeed, type Seed } from './seed.js';
+import { limits, type Limits } from './limits.js';
 import { CheckFailed, ServerStartFailed } from './failure.js';
 import { MAX_BODY_BYTES } from './http.js';
 import type { ServerCommand } from './server.js';
@@ -75,6 +76,11 @@ export interface GradeOptions {
    * random one when absent. Every verdict carries it, so a run can be replayed exactly.
    */
   seed?: Seed;
+  /**
+   * The run's time limits, in ms (a server's start, a request's answer), read once by the
+   * caller (RunSettings.limits); default: the environment's, read once when grading begins.
+   */
+  limits?: Limits;
 }
 
 /** How many bytes a new temporary folder must take before a check uses it: room for the check's sqlite file and statement. */
@@ -210,7 +216,7 @@ function markStopped(result: StepResult, signal: AbortSignal): void {
   delete result.startFailed;
 }
 
-async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Promise<StepResult> {
+async function gradeStep(step: Step, options: GradeOptions & { seed: Seed; limits: Limits }): Promise<StepResult> {
   const started = performance.now();
   const result = baseResult(step);
   if (step.live) result.seed = options.seed;
@@ -243,7 +249,7 @@ async function gradeStep(step: Step, options: GradeOptions & { seed: Seed }): Pr
       // so the grader's mark of the run (stale.ts) is not a sign of being graded.
       const scratch = path.join(dir, crypto.randomBytes(4).toString('hex'));
       fs.mkdirSync(scratch);
-      ctx = new LiveContext(options.workspace, scratch, step.id, options.command, options.seed);
+      ctx = new LiveContext(options.workspace, scratch, step.id, options.command, options.seed, options.limits);
       said.push(await step.live(ctx));
       const long = ctx.overrun ?? tooLong(ctx);
       if (long) throw long;
@@ -307,9 +313,10 @@ function notTriedAgain(step: Step, earlier: StepResult): StepResult {
  * check: the server is fixed first, then its output is pasted into the file.
  * Never throws for a learner's mistake: a broken server or a missing file is a failed
  * step. Every server is stopped before return.
+ * @throws Error when `limits` is not given and a limit variable of the environment is bad (limits.ts)
  */
 export async function grade(given: GradeOptions): Promise<StepResult[]> {
-  const options = { ...given, seed: given.seed ?? randomSeed() };
+  const options = { ...given, seed: given.seed ?? randomSeed(), limits: given.limits ?? limits() };
   if (options.steps.some((s) => s.live)) sweepStaleRuns();
   const concurrency = Math.max(1, options.concurrency ?? DEFAULT_STEP_CONCURRENCY);
   const pending = options.steps.map(() => {

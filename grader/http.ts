@@ -22,7 +22,7 @@ export function loadHttpClient(): typeof UndiciClient {
   }
   return undiciClient;
 }
-import { limits } from './limits.js';
+import { limits, type Limits } from './limits.js';
 import type { Exchange } from './types.js';
 import { t } from '../i18n/index.js';
 
@@ -75,9 +75,14 @@ export interface Timeouts {
   answerMs: number;
 }
 
-/** Limits for requests to a server under test: generous against a 50 ms charge, bounded all the same (see limits.ts). */
-export function checkTimeouts(): Timeouts {
-  return { connectMs: 2000, answerMs: limits().requestMs };
+/**
+ * Limits for requests to a server under test, in ms: generous against a 50 ms charge, bounded
+ * all the same (see limits.ts). `run`: the run's limits, read once when it began (RunSettings,
+ * GradeOptions.limits, LiveContext.limits); default: the environment's now.
+ * @throws Error as limits() when `run` is not given and a limit variable is bad
+ */
+export function checkTimeouts(run: Limits = limits()): Timeouts {
+  return { connectMs: 2000, answerMs: run.requestMs };
 }
 
 /**
@@ -85,8 +90,8 @@ export function checkTimeouts(): Timeouts {
  * a correct server that lines its requests up behind a lock answers the last one after a
  * few slow statements per request before it. A server that hangs costs one limit more.
  */
-export function slowDatabaseTimeouts(): Timeouts {
-  const { connectMs, answerMs } = checkTimeouts();
+export function slowDatabaseTimeouts(run: Limits = limits()): Timeouts {
+  const { connectMs, answerMs } = checkTimeouts(run);
   return { connectMs, answerMs: 2 * answerMs };
 }
 

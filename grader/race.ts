@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { CheckFailed } from './failure.js';
 import { t } from '../i18n/index.js';
-import { checkTimeouts, responseJson, type PayRequest } from './http.js';
+import { responseJson, type PayRequest } from './http.js';
 import { describeCharge, expectCharges, expectRows, starvedExchange } from './expect-http.js';
 import { rowsForKey } from './ledger.js';
 import type { LiveContext } from './context.js';
@@ -56,7 +56,7 @@ export interface Forcing {
   lockstep?: boolean;
   /** Holds of the caller's (a charge held at the provider's gate, say), released once every answer is in (or the sending failed), before the lockstep stops. */
   holds?: ReadonlyArray<{ release(): void }>;
-  /** Time limits of the requests; default checkTimeouts(). */
+  /** Time limits of the requests; default ctx.timeouts(). */
   timeouts?: { connectMs: number; answerMs: number };
 }
 
@@ -88,7 +88,7 @@ export async function sendForced(
     let allWritten!: () => void;
     const written = new Promise<void>((resolve) => (allWritten = resolve));
     const onWritten = armed || release ? () => (armed?.arm(), allWritten()) : undefined;
-    const answers = ctx.paySimultaneously(servers, requests, forcing.timeouts ?? checkTimeouts(), onWritten);
+    const answers = ctx.paySimultaneously(servers, requests, forcing.timeouts ?? ctx.timeouts(), onWritten);
     if (release) {
       // Kept until every request is written and waits (or the bound), at least LOCK_HOLD_MS:
       // a lock let go on a timer while the requests were still on their way forced nothing.

@@ -133,3 +133,21 @@ test('a server that answers /health but hangs on /pay: an abort stops it at once
     ws.remove();
   }
 });
+
+test("a run's time limits are read once and passed down (GradeOptions.limits): the engine and every step use them, not the environment read later", async () => {
+  const ws = misbehavingWorkspace('pay-hangs');
+  const saved = process.env.IDEM_LAB_REQUEST_TIMEOUT_MS;
+  // The environment says something no limit can be: a step that read it would fail to
+  // start a server or send a request (an Error), not time out after the run's 1.2 s.
+  process.env.IDEM_LAB_REQUEST_TIMEOUT_MS = 'soon';
+  try {
+    const [result] = await grade({ workspace: ws.dir, steps: STEPS.filter((s) => s.id === '02'), command: await resolveInterpreter(DEFAULT_COMMAND, ws.dir), limits: { startMs: 10_000, requestMs: 1200 } });
+    assert.equal(result.status, 'fail', result.message);
+    assert.match(result.message, /got no answer: no answer within 1200 ms\.$/);
+    assert.deepEqual(serversUnder(ws.dir), []);
+  } finally {
+    if (saved === undefined) delete process.env.IDEM_LAB_REQUEST_TIMEOUT_MS;
+    else process.env.IDEM_LAB_REQUEST_TIMEOUT_MS = saved;
+    ws.remove();
+  }
+});

@@ -281,6 +281,7 @@ export async function checkCommand(selectors: string[], options: CheckOptions): 
       command,
       steps,
       seed,
+      limits: settings.limits,
       signal: controller.signal,
       onResult: human ? (result) => out.log(formatResult(result, c, { replayPort, points: pointsOf(config, result.id) }) + '\n') : undefined,
     });

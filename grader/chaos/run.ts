@@ -21,6 +21,7 @@ import { DEFAULT_BACKOFF, type BackoffPolicy } from './backoff.js';
 import { runPayments, type IntendedPayment, type PaymentRun } from './client.js';
 import { DEFAULT_FAULTS, type NetworkFaults } from './faults.js';
 import { tallyRun, type ChaosTally } from './tally.js';
+import type { Limits } from '../limits.js';
 
 /** What a chaos run needs. Times in ms. */
 export interface ChaosSettings {
@@ -41,6 +42,8 @@ export interface ChaosSettings {
   deadlineMs?: number;
   /** Payments under way at once (default 4). */
   concurrency?: number;
+  /** The run's time limits, in ms (the server's start); default: the environment's, read now. */
+  limits?: Limits;
 }
 
 /** What a chaos run found. */
@@ -83,7 +86,7 @@ export async function runChaos(settings: ChaosSettings): Promise<ChaosResult> {
   // As in a live check: the server's folder is inside the marked one, and sees only its own.
   const scratch = path.join(tmpDir, crypto.randomBytes(4).toString('hex'));
   fs.mkdirSync(scratch);
-  const ctx = new LiveContext(settings.workspace, scratch, 'chaos', settings.command, settings.seed);
+  const ctx = new LiveContext(settings.workspace, scratch, 'chaos', settings.command, settings.seed, settings.limits);
   try {
     const server = await ctx.startServer();
     const started = performance.now();

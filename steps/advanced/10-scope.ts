@@ -1,6 +1,6 @@
 import { CheckFailed } from '../../grader/failure.js';
 import { describeCharge, expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
-import { checkTimeouts, responseJson, type PayRequest } from '../../grader/http.js';
+import { responseJson, type PayRequest } from '../../grader/http.js';
 import { sendForced } from '../../grader/race.js';
 import { t } from '../../i18n/index.js';
 import type { LiveContext } from '../../grader/context.js';
@@ -228,7 +228,7 @@ export const PAIR_BATCH = 12;
 async function inBatches(ctx: LiveContext, server: ServerInstance, requests: readonly Sent[]): Promise<Exchange[]> {
   const answers: Exchange[] = [];
   for (let i = 0; i < requests.length; i += PAIR_BATCH) {
-    answers.push(...(await ctx.paySimultaneously([server], requests.slice(i, i + PAIR_BATCH) as PayRequest[], checkTimeouts())));
+    answers.push(...(await ctx.paySimultaneously([server], requests.slice(i, i + PAIR_BATCH) as PayRequest[], ctx.timeouts())));
   }
   return answers;
 }

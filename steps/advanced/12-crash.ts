@@ -1,7 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
-import { limits } from '../../grader/limits.js';
 import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { starvedVerdict } from '../basic/05-race.js';
@@ -48,10 +47,10 @@ export type CrashPoint = (typeof CRASH_POINTS)[number];
 const KILLED_WITHIN_MS = 10_000;
 /**
  * The most time a charge is awaited at the provider's gate, in ms: a bound, not what decides;
- * the request limit (limits().requestMs, IDEM_LAB_REQUEST_TIMEOUT_MS, 8000 by default), as
+ * the run's request limit (LiveContext.limits.requestMs, IDEM_LAB_REQUEST_TIMEOUT_MS, 8000 by default), as
  * long as any request of the check is awaited.
  */
-const gateBoundMs = (): number => limits().requestMs;
+const gateBoundMs = (ctx: LiveContext): number => ctx.limits.requestMs;
 /** How long, beyond IDEM_LOCK_S, the retries after the crash may take to get their 201, in ms: far less than the default IDEM_LOCK_S of 30 s. */
 export const RECOVERY_BOUND_MS = 4000;
 /** The retrying client's delay between two tries, in ms, and its most tries. */
@@ -120,13 +119,13 @@ async function chargeUnderWay(
   const meter = ctx.starveMeter([server]);
   const pending = sendPending(ctx, server, req);
   try {
-    const held = await Promise.race([gate.until(() => hold.held.length > 0, gateBoundMs()), pending.answer.then(() => hold.held.length > 0)]);
+    const held = await Promise.race([gate.until(() => hold.held.length > 0, gateBoundMs(ctx)), pending.answer.then(() => hold.held.length > 0)]);
     // The same object (not a copy): its doneAt is set when the answer comes.
     if (held) return Object.assign(pending, { hold, chargedAt: hold.held[0].startedAt });
     hold.release();
     const seen = meter.stop();
     if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Starved(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
-    if (pending.doneAt === undefined && starvedFor(seen, gateBoundMs())) throw new Starved(t('step.05.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
+    if (pending.doneAt === undefined && starvedFor(seen, gateBoundMs(ctx))) throw new Starved(t('step.05.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
   } finally {
     meter.stop();
     lag.stop();
@@ -269,7 +268,7 @@ export const lockedBoundMs = gateBoundMs;
  * The crash once charge() returned on a server that speaks no database's gate: its charge
  * is held once the money moved, the grader takes the database's write lock (BEGIN
  * IMMEDIATE on a connection of its own, not waited for), lets the charge go, and kills the
- * server (SIGKILL) as soon as its answer comes, or after lockedBoundMs(): while the lock
+ * server (SIGKILL) as soon as its answer comes, or after lockedBoundMs(ctx): while the lock
  * is held, nothing the server writes after charge() can be committed, so a 201 that came
  * meanwhile was answered before its ledger row was durable, unless the row was written
  * before the charge (recover looks for it). When the lock cannot be taken at once, the
@@ -289,7 +288,7 @@ async function crashLocked(ctx: LiveContext, j: ServerInstance, req: Payment): P
   try {
     inFlight.hold.release();
     const bound = new AbortController();
-    await Promise.race([inFlight.answer, delay(lockedBoundMs(), undefined, { signal: bound.signal }).catch(() => undefined)]);
+    await Promise.race([inFlight.answer, delay(lockedBoundMs(ctx), undefined, { signal: bound.signal }).catch(() => undefined)]);
     bound.abort();
     await j.kill();
   } finally {
@@ -313,7 +312,7 @@ async function crashLocked(ctx: LiveContext, j: ServerInstance, req: Payment): P
  * of every thread the server had not run statements on before this payment (one started to
  * write it) wait, and the server is killed as soon as its answer comes. Either way, a
  * server that answers first is killed at its answer, with what it runs after it waiting;
- * one that neither reaches its statement nor answers within gateBoundMs() is killed
+ * one that neither reaches its statement nor answers within gateBoundMs(ctx) is killed
  * wherever it waits (still a crash once charge() returned). With `locked` (no statement
  * reported), crashLocked. The money moved and the provider's statement has it; what the
  * server wrote before the kill stays. The answer that came before the kill, if one did, is
@@ -330,7 +329,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
   const req = { key: data.key(), body: data.payment() };
   if ('locked' in plan) {
     const crash = await crashLocked(ctx, j, req);
-    const how = t(crash.heldBy === 'lock' ? 'step.12.locked.held' : 'step.12.locked.busy', { seconds: lockedBoundMs() / 1000 });
+    const how = t(crash.heldBy === 'lock' ? 'step.12.locked.held' : 'step.12.locked.busy', { seconds: lockedBoundMs(ctx) / 1000 });
     return { ...crash, warning: t('step.12.locked', { how }) };
   }
   const gate = ctx.gate(j);
@@ -366,7 +365,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
         off();
         resolve();
       };
-      const timer = setTimeout(finish, gateBoundMs());
+      const timer = setTimeout(finish, gateBoundMs(ctx));
       const off = gate.onReport(() => {
         if (reached()) finish();
       });
@@ -408,7 +407,7 @@ async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req:
     sentAt.push(performance.now());
     // The deadline decides whether another try is sent, never how long a try sent before it
     // may take to be answered: a take-over answered just after it is still an answer.
-    const retry = await ctx.pay(server, req, { connectMs: 2000, answerMs: limits().requestMs });
+    const retry = await ctx.pay(server, req, { connectMs: 2000, answerMs: ctx.limits.requestMs });
     tries.push(retry);
     answeredAt.push(performance.now());
     if (retry.status !== 409) break;

@@ -2,7 +2,7 @@ import { CheckFailed, inPart } from '../../grader/failure.js';
 import { Starved } from '../../grader/gate.js';
 import { starvedFor } from '../../grader/sched.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
-import { checkTimeouts, responseJson } from '../../grader/http.js';
+import { responseJson } from '../../grader/http.js';
 import { listOf, t } from '../../i18n/index.js';
 import { sendForced } from '../../grader/race.js';
 import { BOUND_MS as LOCKSTEP_BOUND_MS } from '../../grader/lockstep.js';
@@ -188,7 +188,7 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
     allMoved = held;
     hold.release();
   });
-  const { connectMs, answerMs } = checkTimeouts();
+  const { connectMs, answerMs } = ctx.timeouts();
   const { exchanges: answers, waves = [], starvedWaves = 0 } = await sendForced(ctx, [server], sent, { lockstep: true, holds: [hold], timeouts: { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS } });
   const seen = meter.stop();
   answers.forEach((answer, i) =>

@@ -8,7 +8,7 @@ import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge
 import { rowsForKey } from '../../grader/ledger.js';
 import { SchedWatch, starvedFor, starveWatch } from '../../grader/sched.js';
 import { isDeepStrictEqual } from 'node:util';
-import { checkTimeouts, responseJson, slowDatabaseTimeouts, type PayRequest } from '../../grader/http.js';
+import { responseJson, type PayRequest } from '../../grader/http.js';
 import { expectCharges, expectRows, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
 import type { LiveContext } from '../../grader/context.js';
 import type { ServerInstance } from '../../grader/server.js';
@@ -101,7 +101,7 @@ async function latencyRound(ctx: LiveContext, server: ServerInstance): Promise<v
         lockstep: true,
         // A server right for one instance that lines the ten up behind a lock (a file or a
         // thread lock around look-up and claim) answers the last after about 7.5 s.
-        timeouts: { connectMs: slowDatabaseTimeouts().connectMs, answerMs: slowDatabaseTimeouts().answerMs + HELD_BOUND_MS },
+        timeouts: { connectMs: ctx.slowDatabaseTimeouts().connectMs, answerMs: ctx.slowDatabaseTimeouts().answerMs + HELD_BOUND_MS },
       },
       others,
     );
@@ -238,7 +238,8 @@ async function heldRound(ctx: LiveContext, server: ServerInstance): Promise<void
 async function heldRoundOnce(ctx: LiveContext, server: ServerInstance, data: TestData, bodies: Array<{ user: string; amount: number }>): Promise<void> {
   const gate = ctx.gate(server);
   const name = t('step.05.heldRound');
-  const timeouts = { connectMs: checkTimeouts().connectMs, answerMs: checkTimeouts().answerMs + 3 * HELD_BOUND_MS + HOLD_AT_LEAST_MS };
+  const { connectMs, answerMs } = ctx.timeouts();
+  const timeouts = { connectMs, answerMs: answerMs + 3 * HELD_BOUND_MS + HOLD_AT_LEAST_MS };
   const raced = { key: data.key(), body: data.payment() };
   const others = Array.from({ length: HELD_OTHERS }, () => ({ key: data.key(), body: data.payment() }));
   // One of them is the raced payment's user's own second payment: a lock per user held across charge() holds it back.

@@ -4,7 +4,6 @@ import { t } from '../../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../../grader/paste.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { LOCK_HOLD_MS, RACE_SIZE, raceRound } from '../../grader/race.js';
-import { slowDatabaseTimeouts } from '../../grader/http.js';
 import type { Step } from '../../grader/track.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { Exchange } from '../../grader/types.js';
@@ -54,7 +53,8 @@ async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
   const servers = [d, e];
   // A correct server behind a file lock answers the last of the ten after about 5 s on a
   // quiet machine; in lockstep on a busy one, a wave per statement takes longer: a bound, never what decides.
-  const timeouts = { connectMs: slowDatabaseTimeouts().connectMs, answerMs: slowDatabaseTimeouts().answerMs + LOCKSTEP_SLACK_MS };
+  const slow = ctx.slowDatabaseTimeouts();
+  const timeouts = { connectMs: slow.connectMs, answerMs: slow.answerMs + LOCKSTEP_SLACK_MS };
   // Nothing else in this round: a payment of another key ahead of the raced one in a
   // process's lock would let the other instance claim first, and the race would be lost.
   await raceRound(ctx, servers, 1, { data: ctx.data.fork('slow-split'), timeouts, lockDatabase: true, lockstep: true });
