@@ -672,7 +672,18 @@ export class LiveContext {
    * of that instance's database, or of that database (default: the check's own).
    */
   charges(of?: ServerInstance | CheckDatabase): Charge[] | undefined {
-    return readStatement(this.database(of).providerLog);
+    const database = this.database(of);
+    const charges = readStatement(database.providerLog);
+    if (!charges) return charges;
+    // Which server charged: the one (and only one) of this database's servers whose gate saw
+    // a charge of that user and amount from that pid.
+    const mine = [...this.gates].filter(([server]) => this.database(server).providerLog === database.providerLog);
+    for (const charge of charges) {
+      if (charge.pid === undefined) continue;
+      const by = mine.filter(([, gate]) => gate.charges.some((g) => g.pid === charge.pid && g.user === charge.user && g.amount === charge.amount));
+      if (by.length === 1) charge.server = by[0][0].label;
+    }
+    return charges;
   }
 
   /**

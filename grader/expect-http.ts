@@ -107,9 +107,13 @@ export function paymentOf(exchange: Exchange): Record<string, unknown> {
   return payment;
 }
 
-/** One charge of the provider's statement as a failure shows it: `charged mina_48213 4210 at … by pid 42`. */
+/**
+ * One charge of the provider's statement as a failure shows it: `charged mina_48213 4210 at …
+ * by server B` when the grader knows which server charged (Charge.server), else `… by pid 42`.
+ */
 export function describeCharge(c: Charge): string {
-  return t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + (c.pid ? t('check.charged.pid', { pid: c.pid }) : '');
+  const by = c.server !== undefined ? t('check.charged.server', { server: c.server }) : c.pid ? t('check.charged.pid', { pid: c.pid }) : '';
+  return t('check.charged', { user: c.user, amount: c.amount, at: c.at }) + by;
 }
 
 /** The fields in which two JSON bodies differ, as `charged_at: "…" then "…"`. */

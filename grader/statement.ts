@@ -12,8 +12,15 @@ export interface Charge {
   amount: number;
   /** ISO-8601 UTC time of the charge. */
   at: string;
-  /** The server process that charged. */
+  /** The server process that charged, as it saw its own pid (in a sandbox: inside its pid namespace). */
   pid?: number;
+  /**
+   * The label of the check's server that charged (`B`), when the grader can tell: one server
+   * of those on this statement's database reported a charge of this user and amount from
+   * this pid at its provider's gate (LiveContext.charges). A learner finds no process by a
+   * sandbox's pid; the label names the server the failure speaks of.
+   */
+  server?: string;
   /** The provider's idempotency key the charge was asked with (the advanced contract's charge(..., key)), when it was given one. */
   key?: string;
 }

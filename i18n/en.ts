@@ -176,6 +176,7 @@ export const en = {
   'check.charges': 'charge() ran {ran} for {what}; it must run {must}: the ledger alone does not show a charge made twice.',
   'check.charged': 'charged {user} {amount} at {at}',
   'check.charged.pid': ' by pid {pid}',
+  'check.charged.server': ' by server {server}',
   'check.fileUnreadable': '{file} cannot be read: {error}.',
   'check.fileUnreadable.why': 'This step is graded on what the file shows: it must be a text file.',
   'cli.isFile': 'no workspace at {dir}: it is a file, not a folder',

@@ -165,6 +165,7 @@ export const ko: Record<MessageKey, string> = {
   'check.charges': '{what}에 대해 charge()가 {ran} 실행되었습니다. {must}만 실행되어야 합니다. 원장만 봐서는 두 번 결제된 것이 드러나지 않습니다.',
   'check.charged': '{at}에 {user} {amount} 결제',
   'check.charged.pid': ' (pid {pid})',
+  'check.charged.server': ' ({server} 서버)',
   'check.fileUnreadable': '{file} 파일을 읽을 수 없습니다: {error}.',
   'check.fileUnreadable.why': '이 단계는 파일 내용으로 채점합니다. 텍스트 파일이어야 합니다.',
   'cli.isFile': '{dir}에 작업 폴더가 없습니다. 폴더가 아니라 파일입니다',

@@ -165,6 +165,7 @@ export const zh: Record<MessageKey, string> = {
   'check.charges': 'charge() 为{what}执行了 {ran}，应当只执行{must}：只看账本是看不出重复扣款的。',
   'check.charged': '{at} 向 {user} 扣款 {amount}',
   'check.charged.pid': '（pid {pid}）',
+  'check.charged.server': '（服务器 {server}）',
   'check.fileUnreadable': '无法读取 {file}：{error}。',
   'check.fileUnreadable.why': '这一步按文件内容评分：它必须是文本文件。',
   'cli.isFile': '{dir} 不是工作目录：它是文件，不是目录',
