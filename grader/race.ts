@@ -10,7 +10,7 @@ import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
 import type { TestData } from './seed.js';
 import { BOUND_MS as LOCKSTEP_BOUND_MS, type Lockstep } from './lockstep.js';
-import { starvedFor, type Starvation } from './sched.js';
+import { starvationFigures, starvedFor, type Starvation } from './sched.js';
 import { Starved } from './gate.js';
 
 /** Requests per race round: the lab sheet's ten simultaneous requests. */
@@ -121,7 +121,7 @@ async function holdUntilStill(ctx: LiveContext, servers: ServerInstance[], writt
     written,
     minMs: LOCK_HOLD_MS,
     boundMs: LOCK_STILL_BOUND_MS,
-    starved: (seen) => t('check.race.lockStarved', { s: (LOCK_HOLD_MS + LOCK_STILL_BOUND_MS) / 1000, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }),
+    starved: (seen) => t('check.race.lockStarved', { s: (LOCK_HOLD_MS + LOCK_STILL_BOUND_MS) / 1000, ...starvationFigures(seen) }),
   });
 }
 

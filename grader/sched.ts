@@ -173,6 +173,11 @@ export interface Starvation {
   graderLagMs: number;
 }
 
+/** What a starvation message says of `seen` ({waited} and {lag} of the *Starved texts): the server's wait for a CPU and the grader's lag, in whole ms. */
+export function starvationFigures(seen: Starvation): { waited: number; lag: number } {
+  return { waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) };
+}
+
 /**
  * Whether a bound of `boundMs` ms that ran out says nothing about the server: the server
  * waited for a CPU a quarter of the bound or more, or the grader's own event loop lagged
@@ -203,6 +208,7 @@ export class StarveMeter {
   private timer: NodeJS.Timeout | undefined;
   private due = 0;
   private stopped = false;
+  private seen: Starvation | undefined;
 
   constructor(watch: SchedWatch | undefined, options: { delayMs?: number; everyMs?: number } = {}) {
     this.watch = watch?.available ? watch : undefined;
@@ -239,20 +245,20 @@ export class StarveMeter {
     this.last = { at, threads };
   }
 
-  /** Stops measuring (idempotent) and returns what was seen. */
+  /** Stops measuring and returns what was seen; a later call returns the same, read no more (a `finally` that stops it again costs nothing). */
   stop(): Starvation {
-    if (!this.stopped) {
-      this.stopped = true;
-      clearTimeout(this.timer);
-      // A timer still not run though due: the loop was busy up to now.
-      this.graderLagMs = Math.max(this.graderLagMs, performance.now() - this.due);
-    }
+    if (this.seen) return this.seen;
+    this.stopped = true;
+    clearTimeout(this.timer);
+    // A timer still not run though due: the loop was busy up to now.
+    this.graderLagMs = Math.max(this.graderLagMs, performance.now() - this.due);
     let queued = 0;
     if (this.watch) {
       this.watch.refresh();
       for (const [id, now] of this.watch.times() ?? []) queued += Math.max(0, now.waitMs - (this.startTimes.get(id)?.waitMs ?? 0));
     }
-    return { serverWaitMs: Math.max(queued, this.serverWaitMs), graderLagMs: this.graderLagMs };
+    this.seen = { serverWaitMs: Math.max(queued, this.serverWaitMs), graderLagMs: this.graderLagMs };
+    return this.seen;
   }
 }
 

@@ -6,7 +6,7 @@ import { notReplayed, saysReplayed } from './09-replayed.js';
 import { starvedVerdict } from '../basic/05-race.js';
 import { waitUntilStill } from '../../grader/race.js';
 import { linkTarget, paymentPath } from './14-state.js';
-import { SchedWatch, starvedFor, starveWatch, type Starvation } from '../../grader/sched.js';
+import { SchedWatch, starvationFigures, starvedFor, starveWatch, type Starvation } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { PayRequest } from '../../grader/http.js';
@@ -672,7 +672,7 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
       until: Promise.all(retries.map((r) => r.answer)),
       minMs: LIVE_HOLD_MS,
       boundMs: LIVE_STILL_BOUND_MS,
-      starved: (seen) => t('step.12.liveHeldStarved', { server: c.label, other: d0.label, s: (LIVE_HOLD_MS + LIVE_STILL_BOUND_MS) / 1000, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }),
+      starved: (seen) => t('step.12.liveHeldStarved', { server: c.label, other: d0.label, s: (LIVE_HOLD_MS + LIVE_STILL_BOUND_MS) / 1000, ...starvationFigures(seen) }),
     });
     d = d0;
   } finally {

@@ -1,6 +1,6 @@
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { Starved } from '../../grader/gate.js';
-import { starvedFor } from '../../grader/sched.js';
+import { starvationFigures, starvedFor } from '../../grader/sched.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
 import { listOf, t } from '../../i18n/index.js';
@@ -213,7 +213,7 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
   // at a time (not starved: its own doing); a bound that ran out while the machine starved
   // the server forced no interleaving, and the round is graded again.
   if (!allMoved && starvedFor(seen, AT_ONCE_BOUND_MS)) {
-    throw new Starved(t('step.14.atOnceStarved', { count: AT_ONCE, s: AT_ONCE_BOUND_MS / 1000, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }));
+    throw new Starved(t('step.14.atOnceStarved', { count: AT_ONCE, s: AT_ONCE_BOUND_MS / 1000, ...starvationFigures(seen) }));
   }
   // Nor when a wave of the ledger writes was let go by the lockstep's bound while starved.
   if (starvedWaves > 0) throw new Starved(t('check.race.wavesStarved', { name: t('step.14.atOnceName', { count: AT_ONCE }), count: starvedWaves, s: LOCKSTEP_BOUND_MS / 1000 }));

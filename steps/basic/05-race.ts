@@ -6,7 +6,7 @@ import { CheckFailed } from '../../grader/failure.js';
 import { RACE_SIZE, Unanswered, raceRound, where } from '../../grader/race.js';
 import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type LagMonitor } from '../../grader/gate.js';
 import { rowsForKey } from '../../grader/ledger.js';
-import { SchedWatch, starvedFor, starveWatch } from '../../grader/sched.js';
+import { SchedWatch, starvationFigures, starvedFor, starveWatch } from '../../grader/sched.js';
 import { isDeepStrictEqual } from 'node:util';
 import { responseJson, type PayRequest } from '../../grader/http.js';
 import { expectCharges, expectRows, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
@@ -111,7 +111,7 @@ async function latencyRound(ctx: LiveContext, server: ServerInstance): Promise<v
     // doing); a bound that ran out while the machine starved the server forced nothing.
     const seen = meter.stop();
     if (!allHeld && starvedFor(seen, HELD_BOUND_MS)) {
-      throw new Starved(t('step.05.latencyStarved', { s: HELD_BOUND_MS / 1000, waited: Math.round(seen.serverWaitMs), lag: Math.round(seen.graderLagMs) }));
+      throw new Starved(t('step.05.latencyStarved', { s: HELD_BOUND_MS / 1000, ...starvationFigures(seen) }));
     }
   } finally {
     meter.stop();
