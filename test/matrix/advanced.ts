@@ -12,7 +12,7 @@ import { advancedSolutionNames, racySteps } from '../../fixtures/build.js';
 import { ADVANCED_MATRIX, NEEDS_FAKE_CLOCK } from '../../fixtures/advanced-matrix.js';
 import { fakeClockLibrary } from '../../grader/fake-clock.js';
 import { ADVANCED_STEPS, STEPS } from '../../steps/index.js';
-import { rowsOf, type Shard } from './shard.js';
+import { decisiveOnly, rowsOf, type Shard } from './shard.js';
 
 /**
  * Defines the advanced matrix's tests for one shard: the bookkeeping test and the advanced
@@ -45,11 +45,14 @@ export function advancedMatrix(shard: Shard): void {
     // A step the solution's own `# racy: NN` line names (a real race outside the step it
     // targets, as in the basic matrix) is graded but its verdict not compared.
     const racy = solution.includes('/') ? racySteps(solution) : [];
-    const judged = ADVANCED_STEPS.filter((s) => !racy.includes(s.id));
+    // Quick lane (decisiveOnly): a wrong fixture on the steps it must fail only.
+    const failing = ADVANCED_STEPS.filter((s) => row[s.id] && !racy.includes(s.id));
+    const graded = decisiveOnly() && failing.length > 0 ? failing : ADVANCED_STEPS;
+    const judged = graded.filter((s) => !racy.includes(s.id));
     // A row only a moved clock catches is skipped where libfaketime is missing (the step passes it over then).
     const skip = NEEDS_FAKE_CLOCK.has(solution) && !fakeClockLibrary() ? 'libfaketime is not installed (apt-get install faketime)' : false;
-    test(`${solution}: ${ADVANCED_STEPS.map((s) => `${s.id}:${racy.includes(s.id) ? 'racy' : row[s.id] ? 'fail' : 'pass'}`).join(' ')}`, { skip }, async () => {
-      const all = await gradeFixture(solution, ADVANCED_STEPS);
+    test(`${solution}: ${graded.map((s) => `${s.id}:${racy.includes(s.id) ? 'racy' : row[s.id] ? 'fail' : 'pass'}`).join(' ')}`, { skip }, async () => {
+      const all = await gradeFixture(solution, graded);
       const results = all.filter((r) => !racy.includes(r.id));
       assert.deepEqual(
         results.map((r) => `${r.id} ${r.status}`),
