@@ -595,9 +595,11 @@ export class LiveContext {
    * itself runs (a wait for a server's timer, say); stop() returns what was seen (sched.ts
    * Starvation, in ms), to be judged with starvedFor(seen, boundMs): a bound that ran out
    * while starved says nothing about the server (throw gate.ts Starved then).
+   * `options.lowShare`: count only threads kept below that share of a CPU (sched.ts
+   * LOW_SHARE), for a bound that a server's own busy thread may run out too.
    */
-  starveMeter(servers: ServerInstance[]): { stop(): Starvation } {
-    const meter = this.meter(servers);
+  starveMeter(servers: ServerInstance[], options: { lowShare?: number } = {}): { stop(): Starvation } {
+    const meter = new StarveMeter(this.schedWatch(servers), { delayMs: 250, ...options });
     return { stop: () => meter.stop() };
   }
 

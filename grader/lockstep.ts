@@ -16,13 +16,14 @@
  * the grader) and nothing can run for QUIET_MS, the wave goes anyway; and a wave never
  * waits more than BOUND_MS (a server that spins). Those bounds never decide a verdict:
  * they only make an interleaving less forced. A wave that BOUND_MS let go while the
- * machine kept the servers off a CPU (or the grader lagged; sched.ts starvedFor) is
+ * machine kept a server's thread off a CPU (below a tenth of one, sched.ts LOW_SHARE: a
+ * server's own busy threads sharing the CPUs are not starved), or the grader lagged, is
  * counted in `starvedWaves`: the round forced less than it meant to, not by the server's
  * doing, and a caller that would pass the round reports it inconclusive instead.
  * Servers that do not speak the gate report no statement: lockstep does nothing to them.
  */
 import type { GateStatement, ProviderGate, StatementHold } from './gate.js';
-import { SchedWatch, StarveMeter, starvedFor, type SchedTarget } from './sched.js';
+import { LOW_SHARE, SchedWatch, StarveMeter, starvedFor, type SchedTarget } from './sched.js';
 
 /** How often the servers' threads are looked at while statements wait, in ms. */
 export const POLL_MS = 2;
@@ -127,7 +128,8 @@ export function lockstep(servers: LockstepServer[]): Lockstep {
     const now = performance.now();
     if (waitingSince === undefined) {
       waitingSince = now;
-      meter = new StarveMeter(watch);
+      // Only a thread kept off a CPU counts: a server's own busy thread is what BOUND_MS is for.
+      meter = new StarveMeter(watch, { lowShare: LOW_SHARE, lookUp: false });
     }
     if (now - lastRefresh > 200) {
       watch.refresh();

@@ -158,6 +158,15 @@ export function starveWatch(watch: SchedWatch): { waitedMs(): number } {
   };
 }
 
+/**
+ * The share of a CPU below which a runnable thread counts as kept off one, for a bound that
+ * a server's own busy thread may also run out (StarveMeter's lowShare): a tenth. A thread
+ * that spins beside another of its server's on two cores gets a third or more; a machine
+ * with four busy loops on two cores still gives each thread about a quarter; a cgroup that
+ * allows 1 ms a second, or a machine far past its cores, gives less.
+ */
+export const LOW_SHARE = 0.1;
+
 /** What a StarveMeter saw while a bound ran: how long the server was kept off a CPU, and the grader's own worst event-loop delay, both in ms. */
 export interface Starvation {
   /**
@@ -209,11 +218,25 @@ export class StarveMeter {
   private due = 0;
   private stopped = false;
   private seen: Starvation | undefined;
+  private readonly lowShare: number | undefined;
+  private readonly lookUp: boolean;
 
-  constructor(watch: SchedWatch | undefined, options: { delayMs?: number; everyMs?: number } = {}) {
+  /**
+   * @param options.delayMs when the first sample is taken, in ms (default 0);
+   *   options.everyMs the time between samples, in ms (default 25);
+   *   options.lowShare when set (0 to 1), only a thread that got less than this share of
+   *   the time between two samples on a CPU counts as waiting, and the kernel's run-queue
+   *   time is not used: threads of the server that spin and share the CPUs with each other
+   *   (a busy wait, its own doing) are not taken for starved, a thread kept off a CPU is;
+   *   options.lookUp false: the servers' processes are not looked up again (the watch's
+   *   owner refreshes it), default true
+   */
+  constructor(watch: SchedWatch | undefined, options: { delayMs?: number; everyMs?: number; lowShare?: number; lookUp?: boolean } = {}) {
     this.watch = watch?.available ? watch : undefined;
     this.everyMs = options.everyMs ?? 25;
-    this.startTimes = this.watch?.times() ?? new Map();
+    this.lowShare = options.lowShare;
+    this.lookUp = options.lookUp ?? true;
+    this.startTimes = this.lowShare === undefined ? (this.watch?.times() ?? new Map()) : new Map();
     this.arm(options.delayMs ?? 0);
   }
 
@@ -232,14 +255,15 @@ export class StarveMeter {
   /** One look at every thread's state and CPU time; the time between two looks at a thread runnable both times but not on a CPU counts as waiting. */
   private sample(): void {
     if (!this.watch) return;
-    if (this.sampled++ % 10 === 0) this.watch.refresh();
+    if (this.sampled++ % 10 === 0 && this.lookUp) this.watch.refresh();
     const at = performance.now();
     const threads = threadStates(this.watch);
     if (this.last) {
       const dt = at - this.last.at;
       for (const [id, now] of threads) {
         const before = this.last.threads.get(id);
-        if (before && before.state === 'R' && now.state === 'R') this.serverWaitMs += Math.max(0, dt - (now.cpuMs - before.cpuMs));
+        const ran = before ? now.cpuMs - before.cpuMs : 0;
+        if (before && before.state === 'R' && now.state === 'R' && (this.lowShare === undefined || ran < this.lowShare * dt)) this.serverWaitMs += Math.max(0, dt - ran);
       }
     }
     this.last = { at, threads };
@@ -253,8 +277,8 @@ export class StarveMeter {
     // A timer still not run though due: the loop was busy up to now.
     this.graderLagMs = Math.max(this.graderLagMs, performance.now() - this.due);
     let queued = 0;
-    if (this.watch) {
-      this.watch.refresh();
+    if (this.watch && this.lowShare === undefined) {
+      if (this.lookUp) this.watch.refresh();
       for (const [id, now] of this.watch.times() ?? []) queued += Math.max(0, now.waitMs - (this.startTimes.get(id)?.waitMs ?? 0));
     }
     this.seen = { serverWaitMs: Math.max(queued, this.serverWaitMs), graderLagMs: this.graderLagMs };
