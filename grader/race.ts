@@ -10,7 +10,7 @@ import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
 import type { TestData } from './seed.js';
 import { BOUND_MS as LOCKSTEP_BOUND_MS, type Lockstep } from './lockstep.js';
-import { starvationFigures, starvedFor, type Starvation } from './sched.js';
+import { LOW_SHARE, starvationFigures, starvedFor, type Starvation } from './sched.js';
 import { Starved } from './gate.js';
 
 /** Requests per race round: the lab sheet's ten simultaneous requests. */
@@ -155,7 +155,8 @@ export interface StillWait {
 export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[], wait: StillWait): Promise<'still' | 'until' | 'bound' | 'unknown'> {
   const start = performance.now();
   const until = start + wait.minMs + wait.boundMs;
-  const meter = ctx.starveMeter(servers);
+  // Only a thread kept off a CPU counts: a server that spins while it waits runs the bound out by its own doing.
+  const meter = ctx.starveMeter(servers, { lowShare: LOW_SHARE });
   const watch = ctx.schedWatch(servers);
   let busyBefore = watch.runnableThreads();
   let ended = false;
@@ -183,11 +184,46 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
     }
     if (ended) return 'until';
     const seen = meter.stop();
-    if (starvedFor(seen, wait.boundMs)) throw new Starved(wait.starved(seen));
+    // A bound of nothing (the caller had no time left to wait) says nothing either way.
+    if (wait.boundMs > 0 && starvedFor(seen, wait.boundMs)) throw new Starved(wait.starved(seen));
     return 'bound';
   } finally {
     stop.abort();
     meter.stop();
+  }
+}
+
+/**
+ * A race round that passed its own rules while its lockstep forced less than it meant to (a
+ * wave let go by the bound while the servers were starved, Lockstep.starvedWaves): Starved,
+ * with the round's result, so that the caller first judges what else its requests showed
+ * (the extra requests' answers, what the servers wrote): a failure seen is evidence still.
+ */
+export class StarvedRound extends Starved {
+  constructor(
+    message: string,
+    readonly result: { key: string; body: { user: string; amount: number }; extra: Exchange[] },
+  ) {
+    super(message);
+    this.name = 'StarvedRound';
+  }
+}
+
+/** What a race round returns: its key and payment body, and the extra requests' exchanges, in order. */
+export type RaceResult = StarvedRound['result'];
+
+/**
+ * Awaits a race round; when it ends StarvedRound, runs `judge` on its result first (it
+ * throws what the caller's own rules see there: a failure observed is evidence, not luck),
+ * then throws the StarvedRound.
+ * @throws what `judge` throws, else what the round throws
+ */
+export async function judgedBeforeStarved(round: Promise<RaceResult>, judge: (result: RaceResult) => void): Promise<RaceResult> {
+  try {
+    return await round;
+  } catch (err) {
+    if (err instanceof StarvedRound) judge(err.result);
+    throw err;
   }
 }
 
@@ -211,7 +247,8 @@ export function where(servers: ServerInstance[]): string {
  * still in flight, and at least one is a 201. A round that charged more than once says so
  * before anything else: that is the bug.
  * @returns the key and the payment body used, and the extra requests' exchanges, in order
- * @throws CheckFailed naming the first broken rule, with the round's exchanges
+ * @throws CheckFailed naming the first broken rule, with the round's exchanges; StarvedRound
+ *   (with that result) when it passed but a lockstep wave was let go starved
  */
 export async function raceRound(
   ctx: LiveContext,
@@ -276,8 +313,9 @@ export async function raceRound(
   expectCharges(ctx, body, 1, exchanges, why, servers[0]);
   // Passed: that proves something only when the lockstep forced its waves; one let go by
   // its bound while the machine starved the servers forced less, by luck, not by design.
-  if (starvedWaves > 0) throw new Starved(t('check.race.wavesStarved', { name, count: starvedWaves, s: LOCKSTEP_BOUND_MS / 1000 }));
-  return { key, body, extra: all.slice(RACE_SIZE) };
+  const result = { key, body, extra: all.slice(RACE_SIZE) };
+  if (starvedWaves > 0) throw new StarvedRound(t('check.race.wavesStarved', { name, count: starvedWaves, s: LOCKSTEP_BOUND_MS / 1000 }), result);
+  return result;
 }
 
 /**

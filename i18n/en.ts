@@ -201,7 +201,7 @@ export const en = {
   'check.race.and': ' and ',
   'check.race.oneServer': 'on one server',
   'check.race.lockStarved': 'inconclusive: while the grader held the database lock, the simultaneous requests did not all reach their wait within {s} s, and meanwhile the servers waited {waited} ms for a CPU and the grader lagged {lag} ms: the machine was too busy to force the race. Run the check again on a quieter machine',
-  'check.race.wavesStarved': 'inconclusive: the grader let {count} wave(s) of database statements go ({name}) when its bound of {s} s ran out while the servers waited for a CPU (or the grader lagged), not when the statements before had run: the machine was too busy to force the interleaving. Run the check again on a quieter machine',
+  'check.race.wavesStarved': 'inconclusive: {name}: the grader let {count} wave(s) of database statements go when its bound of {s} s ran out while the servers waited for a CPU (or the grader lagged), not when the statements before had run: the machine was too busy to force the interleaving. Run the check again on a quieter machine',
   'check.race.unanswered': '{name}: {count} of {size} simultaneous requests with one key ({where}) got no answer ({error}).',
   'check.race.unanswered.why': 'A request that waits for another must still answer in bounded time: the stored response, or 409 while the first is in flight.',
   'check.race.broken': '{name}: every answer to {size} simultaneous requests with one key ({where}) must be the one success (201) or 409 while the first is in flight; {count} got HTTP {status} (after {ms} ms).',

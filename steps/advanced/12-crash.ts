@@ -74,6 +74,8 @@ export const LIVE_HOLD_MS = 1000;
  * busy gets the charge let go.
  */
 export const LIVE_STILL_BOUND_MS = 3000;
+/** How much of the live claim's IDEM_LOCK_S is left for its owner to answer once the hold ends, in ms: the hold never runs into it. */
+export const LIVE_ANSWER_MARGIN_MS = 500;
 /** IDEM_LOCK_S of the live deployment exceeds its window by this much, in s: its claim stays young while it charges. */
 export const LIVE_LOCK_MARGIN_S = 2;
 
@@ -662,26 +664,40 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
   // C's charge is held once the money moved while D starts and the retries are sent and looked at.
   const owner = await chargeUnderWay(ctx, c, req, 'moved');
   let retries: Pending[] = [];
+  let heldStarved: Starved | undefined;
   try {
     const d0 = await ctx.startServer({ database, env, label: second, priority: 2000 + window });
+    d = d0;
     retries = [sendPending(ctx, c, req), sendPending(ctx, d0, req)];
     // Held until both retries are answered, or both servers are still (each retry at its
     // wait: a poll loop, a lock), at least LIVE_HOLD_MS: a hold let go on a timer before a
     // starved server had looked at a retry saw nothing of what it does with a young claim.
-    await waitUntilStill(ctx, [c, d0], {
-      until: Promise.all(retries.map((r) => r.answer)),
-      minMs: LIVE_HOLD_MS,
-      boundMs: LIVE_STILL_BOUND_MS,
-      starved: (seen) => t('step.12.liveHeldStarved', { server: c.label, other: d0.label, s: (LIVE_HOLD_MS + LIVE_STILL_BOUND_MS) / 1000, ...starvationFigures(seen) }),
-    });
-    d = d0;
+    // Never past the claim's youth (less LIVE_ANSWER_MARGIN_MS for the owner to answer): a
+    // claim held older than IDEM_LOCK_S may be taken over, and judges nothing.
+    const youthLeftMs = owner.sentAt + lock * 1000 - LIVE_ANSWER_MARGIN_MS - performance.now();
+    const minMs = Math.max(0, Math.min(LIVE_HOLD_MS, youthLeftMs));
+    const boundMs = Math.max(0, Math.min(LIVE_STILL_BOUND_MS, youthLeftMs - minMs));
+    try {
+      await waitUntilStill(ctx, [c, d0], {
+        until: Promise.all(retries.map((r) => r.answer)),
+        minMs,
+        boundMs,
+        starved: (seen) => t('step.12.liveHeldStarved', { server: c.label, other: d0.label, s: ((minMs + boundMs) / 1000).toFixed(1), ...starvationFigures(seen) }),
+      });
+    } catch (err) {
+      if (!(err instanceof Starved)) throw err;
+      heldStarved = err;
+    }
   } finally {
     owner.hold.release();
   }
   const answer = await owner.answer;
   const answers = await Promise.all(retries.map((r) => r.answer));
   const young = owner.doneAt !== undefined && owner.doneAt - owner.sentAt < lock * 1000;
-  if (!judge && (retries.length === 0 || !young)) {
+  // The retries were not all seen at their wait while the claim was held, the servers starved:
+  // the second attempt (judge) says so; the first gives way to it, as when the claim aged.
+  if (heldStarved && judge) throw heldStarved;
+  if (!judge && (retries.length === 0 || !young || heldStarved)) {
     // Given up on without a verdict: its payment (charged once or twice, on rows of its own
     // body) is no evidence either way, so the final audit leaves it out.
     ctx.leaveOut([req.body]);

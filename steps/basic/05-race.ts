@@ -3,7 +3,7 @@ import { expect } from '../../grader/failure.js';
 import { commandKey, describeResponse, headerKey, parsePaste } from '../../grader/paste.js';
 import { t } from '../../i18n/index.js';
 import { CheckFailed } from '../../grader/failure.js';
-import { RACE_SIZE, Unanswered, raceRound, where } from '../../grader/race.js';
+import { RACE_SIZE, Unanswered, judgedBeforeStarved, raceRound, where } from '../../grader/race.js';
 import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type LagMonitor } from '../../grader/gate.js';
 import { rowsForKey } from '../../grader/ledger.js';
 import { SchedWatch, starvationFigures, starvedFor, starveWatch } from '../../grader/sched.js';
@@ -91,7 +91,7 @@ async function latencyRound(ctx: LiveContext, server: ServerInstance): Promise<v
     hold.release();
   });
   try {
-    const { extra } = await raceRound(
+    const { extra } = await judgedBeforeStarved(raceRound(
       ctx,
       [server],
       'latency',
@@ -104,7 +104,7 @@ async function latencyRound(ctx: LiveContext, server: ServerInstance): Promise<v
         timeouts: { connectMs: ctx.slowDatabaseTimeouts().connectMs, answerMs: ctx.slowDatabaseTimeouts().answerMs + HELD_BOUND_MS },
       },
       others,
-    );
+    ), (round) => expectOthers(round.extra));
     expectOthers(extra);
     // No payment shared an id. That proves something only when the four charges were held
     // together, or could not be because the server lines them up (not starved: its own

@@ -3,7 +3,7 @@ import { CheckFailed, expect, inPart } from '../../grader/failure.js';
 import { t } from '../../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../../grader/paste.js';
 import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
-import { LOCK_HOLD_MS, RACE_SIZE, raceRound } from '../../grader/race.js';
+import { LOCK_HOLD_MS, RACE_SIZE, judgedBeforeStarved, raceRound } from '../../grader/race.js';
 import type { Step } from '../../grader/track.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { Exchange } from '../../grader/types.js';
@@ -57,8 +57,9 @@ async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
   const timeouts = { connectMs: slow.connectMs, answerMs: slow.answerMs + LOCKSTEP_SLACK_MS };
   // Nothing else in this round: a payment of another key ahead of the raced one in a
   // process's lock would let the other instance claim first, and the race would be lost.
-  await raceRound(ctx, servers, 1, { data: ctx.data.fork('slow-split'), timeouts, lockDatabase: true, lockstep: true });
-  expectNothingBeside(ctx, database, ctx.exchanges.slice(-3));
+  const beside = () => expectNothingBeside(ctx, database, ctx.exchanges.slice(-3));
+  await judgedBeforeStarved(raceRound(ctx, servers, 1, { data: ctx.data.fork('slow-split'), timeouts, lockDatabase: true, lockstep: true }), beside);
+  beside();
 }
 
 /**
