@@ -16,7 +16,6 @@ import type { ChalkInstance } from 'chalk';
 import { t } from '../i18n/index.js';
 import { CheckFailed, SetupError } from '../grader/failure.js';
 import { installExitHooks } from '../grader/cleanup.js';
-import { limits, type Limits } from '../grader/limits.js';
 import { randomSeed } from '../grader/seed.js';
 import { commandExists, resolveInterpreter } from '../grader/server.js';
 import { colourFor } from '../grader/reporters/human.js';
@@ -27,7 +26,7 @@ import { exactlyOnce } from '../grader/chaos/tally.js';
 import { chartCharset, formatTally, formatWaits } from '../grader/chaos/render.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { workspaceDir } from '../lab/paths.js';
-import { sandboxFor, sandboxWarning, seedOption } from './shared/check.js';
+import { runLimitsOf, sandboxFor, sandboxWarning, seedOption } from './shared/check.js';
 
 /** The options of `idem-lab chaos`, as commander gives them (text, unparsed). */
 export interface ChaosCommandOptions {
@@ -118,12 +117,7 @@ export function chaosVerdict(result: ChaosResult, keyed: boolean): { ok: boolean
 export async function chaosCommand(options: ChaosCommandOptions, write: (text: string) => void = (text) => void process.stdout.write(text), colour: ChalkInstance = colourFor(process.stdout)): Promise<number> {
   const settings = chaosSettings(options);
   const { workspace, command } = openWorkspace(workspaceDir(options));
-  let runLimits: Limits;
-  try {
-    runLimits = limits();
-  } catch (err) {
-    throw new SetupError((err as Error).message);
-  }
+  const runLimits = runLimitsOf();
   if (!commandExists(command.file, workspace)) throw new SetupError(t('cli.noInterpreter', { file: command.file }));
   const [choice, resolved] = await Promise.all([sandboxFor(options.sandbox, 'auto'), resolveInterpreter(command, workspace)]);
   const { sandbox } = choice;

@@ -25,9 +25,8 @@ import { t } from '../i18n/index.js';
 import { visible } from '../grader/visible.js';
 import { SetupError } from '../grader/failure.js';
 import { defaultGradingConfig, formatPoints, readGradingConfig } from '../grader/grading.js';
-import { limits, type Limits } from '../grader/limits.js';
 import { installExitHooks } from '../grader/cleanup.js';
-import { sandboxFor, sandboxWarning } from './shared/check.js';
+import { runLimitsOf, sandboxFor, sandboxWarning } from './shared/check.js';
 import { writeFile } from '../grader/reporters/index.js';
 import { allSteps, configForTrack, configTrack, resolveTrack } from './shared/tracks.js';
 import { openWorkspace } from '../lab/workspace.js';
@@ -126,12 +125,7 @@ export async function gradeCommand(dirs: string[], options: GradeCommandOptions)
   const config = configForTrack(options.config ? readGradingConfig(options.config, allSteps()) : defaultGradingConfig(), track);
   const shard = options.shard === undefined ? undefined : parseShard(options.shard);
   const slice = shard ? shardOf(dirs, shard) : { dirs, names: undefined };
-  let runLimits: Limits;
-  try {
-    runLimits = limits();
-  } catch (err) {
-    throw new SetupError((err as Error).message);
-  }
+  const runLimits = runLimitsOf();
   // Every server runs in a sandbox that hides every student's folder, its own included (it runs in a copy).
   const choice = STEPS.some((s) => s.live) ? await sandboxFor(options.sandbox, 'required', dirs.map((d) => path.resolve(d))) : undefined;
   const sandbox = choice?.sandbox;

@@ -599,7 +599,7 @@ export class LiveContext {
    * LOW_SHARE), for a bound that a server's own busy thread may run out too.
    */
   starveMeter(servers: ServerInstance[], options: { lowShare?: number } = {}): { stop(): Starvation } {
-    const meter = new StarveMeter(this.schedWatch(servers), { delayMs: 250, ...options });
+    const meter = this.meter(servers, options);
     return { stop: () => meter.stop() };
   }
 
@@ -608,10 +608,10 @@ export class LiveContext {
 
   /**
    * A StarveMeter over `servers` for a request: it begins to look 250 ms after the request
-   * was sent (a request answered sooner costs one timer).
+   * was sent (a request answered sooner costs one timer). `options.lowShare` as StarveMeter's.
    */
-  private meter(servers: ServerInstance[]): StarveMeter {
-    return new StarveMeter(this.schedWatch(servers), { delayMs: 250 });
+  private meter(servers: ServerInstance[], options: { lowShare?: number } = {}): StarveMeter {
+    return new StarveMeter(this.schedWatch(servers), { delayMs: 250, ...options });
   }
 
   /**
@@ -679,11 +679,18 @@ export class LiveContext {
     if (!charges) return charges;
     // Which server charged: the one (and only one) of this database's servers whose gate saw
     // a charge of that user and amount from that pid.
-    const mine = [...this.gates].filter(([server]) => this.database(server).providerLog === database.providerLog);
+    const seenBy = new Map<string, Set<string>>();
+    const seenAs = (pid: number | undefined, user: string, amount: number) => JSON.stringify([pid, user, amount]);
+    for (const [server, gate] of this.gates) {
+      if (this.database(server).providerLog !== database.providerLog) continue;
+      for (const g of gate.charges) {
+        const at = seenAs(g.pid, g.user, g.amount);
+        seenBy.set(at, (seenBy.get(at) ?? new Set()).add(server.label));
+      }
+    }
     for (const charge of charges) {
-      if (charge.pid === undefined) continue;
-      const by = mine.filter(([, gate]) => gate.charges.some((g) => g.pid === charge.pid && g.user === charge.user && g.amount === charge.amount));
-      if (by.length === 1) charge.server = by[0][0].label;
+      const labels = charge.pid === undefined ? undefined : seenBy.get(seenAs(charge.pid, charge.user, charge.amount));
+      if (labels?.size === 1) [charge.server] = labels;
     }
     return charges;
   }

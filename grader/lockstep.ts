@@ -40,6 +40,8 @@ export const QUIET_MS = 60;
 export const MAX_WAVES = 40;
 /** The longest a wave waits, in ms: a server that keeps a thread busy does not stop the round. */
 export const BOUND_MS = 2000;
+/** When a wave's starvation meter first looks, in ms after the wave began to wait: far below the quarter of BOUND_MS that counts as starved. */
+const METER_DELAY_MS = 100;
 
 /** A running lockstep: its waves so far, stopped by stop(). */
 export interface Lockstep {
@@ -129,7 +131,8 @@ export function lockstep(servers: LockstepServer[]): Lockstep {
     if (waitingSince === undefined) {
       waitingSince = now;
       // Only a thread kept off a CPU counts: a server's own busy thread is what BOUND_MS is for.
-      meter = new StarveMeter(watch, { lowShare: LOW_SHARE, lookUp: false });
+      // The first look comes METER_DELAY_MS in: a wave that goes sooner (most) costs one timer.
+      meter = new StarveMeter(watch, { lowShare: LOW_SHARE, lookUp: false, delayMs: METER_DELAY_MS });
     }
     if (now - lastRefresh > 200) {
       watch.refresh();

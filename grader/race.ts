@@ -27,6 +27,13 @@ export const LOCK_HOLD_MS = 250;
  */
 export const LOCK_STILL_BOUND_MS = 3000;
 
+/** What a race round returns: its key and payment body, and the extra requests' exchanges, in order. */
+export interface RaceResult {
+  key: string;
+  body: { user: string; amount: number };
+  extra: Exchange[];
+}
+
 /** How a race round is run. */
 export interface RaceOptions extends Omit<Forcing, 'holds'> {
   /** What the round is called in its verdicts; default `Round N`. */
@@ -99,8 +106,7 @@ export async function sendForced(
         release = undefined;
       }
     }
-    const exchanges = await answers;
-    return { exchanges, waves: lock?.waves, starvedWaves: lock?.starvedWaves };
+    return { exchanges: await answers, waves: lock?.waves, starvedWaves: lock?.starvedWaves };
   } finally {
     release?.();
     for (const hold of forcing.holds ?? []) hold.release();
@@ -146,13 +152,12 @@ export interface StillWait {
  * at its wait, or answered), but for threads that could run before the requests were
  * written and at every look since (a timer's busy sweep, a background job: they handle none
  * of them). At least `minMs` from the call, at most `boundMs` past it; ends at once when
- * `until` settles. Where /proc cannot tell, `minMs` from the call.
- * @returns 'still', 'until' (`until` settled first), 'bound' (the bound ran out on a server
- *   that kept a thread busy: its own doing) or 'unknown' (no /proc)
+ * `until` settles. Where /proc cannot tell, `minMs` from the call. A bound run out on a
+ * server that kept a thread busy (its own doing) just ends the wait.
  * @throws Starved with `starved(seen)` when the bound ran out while the machine kept the
  *   servers off a CPU (or the grader lagged): the requests may not have reached their wait
  */
-export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[], wait: StillWait): Promise<'still' | 'until' | 'bound' | 'unknown'> {
+export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[], wait: StillWait): Promise<void> {
   const start = performance.now();
   const until = start + wait.minMs + wait.boundMs;
   // Only a thread kept off a CPU counts: a server that spins while it waits runs the bound out by its own doing.
@@ -173,20 +178,19 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
     await pause(Math.max(0, start + wait.minMs - performance.now()));
     let still = 0;
     while (performance.now() < until) {
-      if (ended) return 'until';
+      if (ended) return;
       const runnable = watch.runnableThreads();
-      if (runnable === undefined) return 'unknown';
+      if (runnable === undefined) return;
       busyBefore = new Set([...(busyBefore ?? [])].filter((id) => runnable.has(id)));
       const others = [...runnable].filter((id) => !busyBefore!.has(id)).length;
       still = others === 0 ? still + 1 : 0;
-      if (still >= 2) return 'still';
+      if (still >= 2) return;
       await pause(25);
     }
-    if (ended) return 'until';
+    if (ended) return;
     const seen = meter.stop();
     // A bound of nothing (the caller had no time left to wait) says nothing either way.
     if (wait.boundMs > 0 && starvedFor(seen, wait.boundMs)) throw new Starved(wait.starved(seen));
-    return 'bound';
   } finally {
     stop.abort();
     meter.stop();
@@ -202,15 +206,13 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
 export class StarvedRound extends Starved {
   constructor(
     message: string,
-    readonly result: { key: string; body: { user: string; amount: number }; extra: Exchange[] },
+    readonly result: RaceResult,
   ) {
     super(message);
     this.name = 'StarvedRound';
   }
 }
 
-/** What a race round returns: its key and payment body, and the extra requests' exchanges, in order. */
-export type RaceResult = StarvedRound['result'];
 
 /**
  * Awaits a race round; when it ends StarvedRound, runs `judge` on its result first (it
@@ -256,7 +258,7 @@ export async function raceRound(
   round: number | string,
   options: RaceOptions = {},
   extra: PayRequest[] = [],
-): Promise<{ key: string; body: { user: string; amount: number }; extra: Exchange[] }> {
+): Promise<RaceResult> {
   const data = options.data ?? ctx.data;
   const key = options.payment?.key ?? data.key();
   const body = options.payment?.body ?? data.payment();

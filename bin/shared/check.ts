@@ -62,6 +62,19 @@ export interface CheckSettings extends RunSettings {
 }
 
 /**
+ * The run's time limits, read once from the environment (limits.ts), for a command to pass
+ * down (GradeOptions.limits, CohortOptions.limits, ChaosSettings.limits).
+ * @throws SetupError naming the bad variable
+ */
+export function runLimitsOf(): Limits {
+  try {
+    return limits();
+  } catch (err) {
+    throw new SetupError((err as Error).message);
+  }
+}
+
+/**
  * Settles a grading run: the workspace and its state (read once), its server command, the
  * track (--track, else the workspace's) and the chosen steps (the track's when none are
  * named), the limits, and, when a step is live, the sandbox and the resolved interpreter.
@@ -74,12 +87,7 @@ export async function runSettings(selectors: string[], options: WorkspaceOptions
   const state = readState(workspace);
   const track = resolveTrack(options.track, workspace, state);
   const steps = chooseSteps(selectors, track);
-  let runLimits: Limits;
-  try {
-    runLimits = limits();
-  } catch (err) {
-    throw new SetupError((err as Error).message);
-  }
+  const runLimits = runLimitsOf();
   // Only live checks start servers: the sandbox probe and the interpreter's look-up (both
   // start a process) run side by side, and not at all for file checks.
   const live = steps.some((s) => s.live);

@@ -46,8 +46,8 @@ const ROUND_PHASE_MS = 20;
 
 /**
  * Keyless bodies whose first requests are spread over one window, SPREAD_MS apart (the
- * step's body first), each sent again RETRY_AFTER_MS after its first request (once that is
- * answered). Every pair spans RETRY_AFTER_MS and they follow each other SPREAD_MS apart, so
+ * step's body first), each sent again RETRY_AFTER_MS after its first request's answer.
+ * Every pair spans RETRY_AFTER_MS and they follow each other SPREAD_MS apart, so
  * any instant of a window lies inside some pair at least (RETRY_AFTER_MS - SPREAD_MS) / 2
  * = a window / 8 (250 ms) from either end: a key derived from the body and a clock bucket
  * (floor(now / window), counted from the epoch, from the process's start or from any other
@@ -55,7 +55,7 @@ const ROUND_PHASE_MS = 20;
  * one pair, which is then charged twice, every time. (A record's age taken on a clock of
  * whole seconds is not caught here every time, a retry half a window on reads at most a
  * second older: wholeSecondRound catches it.) Every retry still comes RETRY_AFTER_MS into
- * its window, half of it.
+ * its window, half of it, and the time its first request took to be answered.
  */
 export const SPREAD_BODIES = 4;
 const SPREAD_MS = (WINDOW_S * 1000) / SPREAD_BODIES;
@@ -731,10 +731,10 @@ export const step: Step = {
             if (i === 0) firstAnswered = performance.now();
             return sent;
           });
-          // RETRY_AFTER_MS after its first request, and never sooner than that after its answer:
-          // each pair then spans RETRY_AFTER_MS from its record on, however slowly the server
-          // answers (a retry answered a window or more after its first request is the machine's).
-          const retry = first.then(({ answered }) => payAt(ctx, a, each, Math.max(firstAt, answered) + RETRY_AFTER_MS));
+          // RETRY_AFTER_MS after its first request's answer: each pair then spans RETRY_AFTER_MS
+          // from its record on, however slowly the server answers (a retry answered a window or
+          // more after its first request is the machine's, answeredInWindow).
+          const retry = first.then(({ answered }) => payAt(ctx, a, each, answered + RETRY_AFTER_MS));
           return { body: each, first, retry };
         });
         // On B after the first pair's retry is answered (and so judged, its statement read):
