@@ -639,7 +639,7 @@ export const en = {
   'cli.config.jsonAt': 'at line {line}, column {column}',
   'cli.config.jsonPos': 'at character {position}',
   'cli.config.jsonEnd': 'it ends too early',
-  'solution.open': 'You may now read the reference answers of steps {ids}; idem-lab solution {id} shows one.',
+  'solution.open': 'You may now read the reference answer of each step passed: {ids}; idem-lab solution {id} shows one.',
   'cli.config.jsonToken': 'it cannot be read from "{token}" on',
   // --- safe-grading ---
   'check.fileOutside': '{file} points outside the workspace (to {target}), so it was not read: write the answer in the file itself.',
