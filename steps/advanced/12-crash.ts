@@ -1,10 +1,11 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { describeCharge, describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
-import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold, type ProviderGate } from '../../grader/gate.js';
+import { Inconclusive, Starved, startLagMonitor, type GateCharge, type ProviderGate } from '../../grader/gate.js';
 import { notReplayed, saysReplayed } from './09-replayed.js';
 import { starvedVerdict } from '../basic/05-race.js';
 import { waitUntilStill } from '../../grader/race.js';
+import { chargeUnderWay, sendPending, type Pending } from '../../grader/in-flight.js';
 import { linkTarget, paymentPath } from './14-state.js';
 import { SchedWatch, starvationFigures, starvedFor, starveWatch, type Starvation } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
@@ -79,63 +80,9 @@ export const LIVE_ANSWER_MARGIN_MS = 500;
 /** IDEM_LOCK_S of the live deployment exceeds its window by this much, in s: its claim stays young while it charges. */
 export const LIVE_LOCK_MARGIN_S = 2;
 
-/** A request sent and not yet awaited, with the time its answer came (performance.now(), ms) once it has. */
-interface Pending {
-  answer: Promise<Exchange>;
-  sentAt: number;
-  doneAt?: number;
-}
-
-function sendPending(ctx: LiveContext, server: ServerInstance, req: PayRequest): Pending {
-  const pending: Pending = { answer: ctx.pay(server, req), sentAt: performance.now() };
-  void pending.answer.then(() => (pending.doneAt = performance.now()));
-  return pending;
-}
-
-/**
- * Sends `req` to `server` and holds its charge at the provider's gate at `point` (gate.ts):
- * before the money moves (`start`) or once it has moved (`moved`), until the hold is released.
- * @returns the request, in flight and held, and the hold (with the time its charge reached
- *   the gate, performance.now() ms)
- * @throws CheckFailed when it was answered with no charge held; Starved when the bound ran
- *   out unanswered while the grader's own event loop or the server was starved, or the
- *   request itself ran out of time starved
- */
-async function chargeUnderWay(
-  ctx: LiveContext,
-  server: ServerInstance,
-  req: PayRequest & { body: { user: string; amount: number } },
-  point: GatePoint,
-): Promise<Pending & { hold: Hold; chargedAt: number }> {
-  const gate = ctx.gate(server);
-  // Only this request's own charge, the first of its body to get there: a retry's charge goes on.
-  let owned: GateCharge | undefined;
-  const hold = gate.hold((c) => {
-    if (c.user !== req.body.user || c.amount !== req.body.amount) return false;
-    owned ??= c;
-    return owned === c;
-  }, point);
-  const lag = startLagMonitor();
-  // How long the server waited for a CPU meanwhile: a charge that had not come by the bound
-  // while the server was kept off a CPU says nothing about the server.
-  const meter = ctx.starveMeter([server]);
-  const pending = sendPending(ctx, server, req);
-  try {
-    const held = await Promise.race([gate.until(() => hold.held.length > 0, gateBoundMs(ctx)), pending.answer.then(() => hold.held.length > 0)]);
-    // The same object (not a copy): its doneAt is set when the answer comes.
-    if (held) return Object.assign(pending, { hold, chargedAt: hold.held[0].startedAt });
-    hold.release();
-    const seen = meter.stop();
-    if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Starved(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
-    if (pending.doneAt === undefined && starvedFor(seen, gateBoundMs(ctx))) throw new Starved(t('step.05.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
-  } finally {
-    meter.stop();
-    lag.stop();
-  }
-  const answer = await pending.answer;
-  // Answered without a charge only once its time had run out, starved: that says nothing either.
-  if (answer.starved) throw starvedExchange(answer);
-  throw new CheckFailed(
+/** 12's failure for a request to be crashed in that was answered with no charge under way. */
+function noChargeToCrash(answer: Exchange): CheckFailed {
+  return new CheckFailed(
     t('step.12.noCharge', { request: describeRequest(answer), status: String(answer.status ?? t('check.audit.noAnswer')) }),
     t('step.12.noCharge.why'),
     { exchanges: [answer] },
@@ -158,7 +105,7 @@ type Payment = PayRequest & { key: string; body: { user: string; amount: number 
 async function crashAt(ctx: LiveContext, a: ServerInstance, point: CrashPoint): Promise<{ req: Payment; lost: Exchange; chargedAt: number }> {
   const data = ctx.data.fork(`crash-${point}`);
   const req = { key: data.key(), body: data.payment() };
-  const inFlight = await chargeUnderWay(ctx, a, req, point === 'before' ? 'start' : 'moved');
+  const inFlight = await chargeUnderWay(ctx, a, req, point === 'before' ? 'start' : 'moved', noChargeToCrash);
   await a.kill();
   inFlight.hold.release();
   const lost = await inFlight.answer;
@@ -234,7 +181,7 @@ export function opensTransaction(sql: string): boolean {
  */
 async function crashPlan(ctx: LiveContext, server: ServerInstance, probe: Payment): Promise<ReturnedPlan> {
   const gate = ctx.gate(server);
-  const paying = await chargeUnderWay(ctx, server, probe, 'moved');
+  const paying = await chargeUnderWay(ctx, server, probe, 'moved', noChargeToCrash);
   const thread = threadOf(gate, paying.hold.held[0]);
   const from = gate.statements.length;
   paying.hold.release();
@@ -280,7 +227,7 @@ export const lockedBoundMs = gateBoundMs;
  * @throws CheckFailed when the charge never began; Inconclusive as chargeUnderWay
  */
 async function crashLocked(ctx: LiveContext, j: ServerInstance, req: Payment): Promise<Crash> {
-  const inFlight = await chargeUnderWay(ctx, j, req, 'moved');
+  const inFlight = await chargeUnderWay(ctx, j, req, 'moved', noChargeToCrash);
   let unlock: (() => void) | undefined;
   try {
     unlock = ctx.holdWriteLock(j, 0);
@@ -337,7 +284,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
   const gate = ctx.gate(j);
   // Threads that ran statements before this payment: a background one (a sweeper, a single writer) goes on.
   const earlier = new Set(gate.statements.map((st) => st.thread));
-  const inFlight = await chargeUnderWay(ctx, j, req, 'moved');
+  const inFlight = await chargeUnderWay(ctx, j, req, 'moved', noChargeToCrash);
   const thread = threadOf(gate, inFlight.hold.held[0]);
   const from = gate.statements.length;
   const statements = gate.holdStatements({ ends: true });
@@ -573,7 +520,7 @@ async function slowOwner(ctx: LiveContext, b: ServerInstance): Promise<void> {
   const data = ctx.data.fork('slow-owner');
   const req = { key: data.key(), body: data.payment() };
   // The owner's charge is held once the money moved until a retry has taken the claim over (or the retries end).
-  const owner = await chargeUnderWay(ctx, b, req, 'moved');
+  const owner = await chargeUnderWay(ctx, b, req, 'moved', noChargeToCrash);
   const deadline = performance.now() + CRASH_LOCK_S * 1000 + RECOVERY_BOUND_MS;
   const meter = ctx.starveMeter([b]);
   const tries = await retryWhileInFlight(ctx, b, req, deadline).finally(() => owner.hold.release());
@@ -662,7 +609,7 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
   const data = ctx.data.fork(`live-${attempt}`);
   const req = { key: data.key(), body: data.payment() };
   // C's charge is held once the money moved while D starts and the retries are sent and looked at.
-  const owner = await chargeUnderWay(ctx, c, req, 'moved');
+  const owner = await chargeUnderWay(ctx, c, req, 'moved', noChargeToCrash);
   let retries: Pending[] = [];
   let heldStarved: Starved | undefined;
   try {

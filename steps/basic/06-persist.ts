@@ -2,8 +2,11 @@ import path from 'node:path';
 import { CheckFailed, expect, inPart } from '../../grader/failure.js';
 import { t } from '../../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../../grader/paste.js';
-import { expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
-import { LOCK_HOLD_MS, RACE_SIZE, judgedBeforeStarved, raceRound } from '../../grader/race.js';
+import { describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
+import { LOCK_HOLD_MS, RACE_SIZE, judgedBeforeStarved, raceRound, waitUntilStill } from '../../grader/race.js';
+import { chargeUnderWay, sendPending } from '../../grader/in-flight.js';
+import { Starved } from '../../grader/gate.js';
+import { starvationFigures } from '../../grader/sched.js';
 import type { Step } from '../../grader/track.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { Exchange } from '../../grader/types.js';
@@ -19,6 +22,20 @@ const RESTART = /restart|\bstop\b|\bkill\b|server\.py|재시작|다시 시작|�
  * run in 100 with two busy loops); as step 05's DB_LATENCY_MS.
  */
 export const SPLIT_DB_MS = 250;
+
+/**
+ * How long the first request's charge stays held at least while its retry is on another
+ * instance, in ms, unless the retry is answered first: long enough for the retry to look at
+ * the claim (and take it over, if it would).
+ */
+export const IN_FLIGHT_HOLD_MS = 1000;
+/**
+ * How much longer than IN_FLIGHT_HOLD_MS the charge stays held at most while a server still
+ * has a thread that can run (the retry not yet at its wait), in ms: a bound, never what
+ * decides. With IN_FLIGHT_HOLD_MS, far below the 30 s a claim in flight stays young by
+ * default (IDEM_LOCK_S, docs/server-contract.md), so no take-over is the server's right.
+ */
+export const IN_FLIGHT_STILL_BOUND_MS = 3000;
 
 /** What the slow split's requests may take beyond slowDatabaseTimeouts, in ms: the waves of a lockstep on a busy machine. */
 export const LOCKSTEP_SLACK_MS = 8000;
@@ -68,7 +85,8 @@ async function slowDatabaseSplit(ctx: LiveContext): Promise<void> {
  * kept (renewCopies); B restarts there, as a redeployed pod, and C starts from a copy of
  * the workspace of its own, as a second pod that shares only the database. The retry on
  * B replays; a payment on B replays on C; a race split over B and C while the database's
- * write lock is held charges once.
+ * write lock is held charges once; a retry on C while B's charge is under way does not
+ * charge again (inFlightElsewhere).
  * @throws CheckFailed naming the part that failed
  */
 async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance>): Promise<void> {
@@ -107,7 +125,59 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
     // (A look-up after another write is raced on the slow database, slowDatabaseSplit.)
     await raceRound(ctx, [b, c], 1, { lockDatabase: true });
   });
+  await inPart(t('step.06.part.inFlight'), () => inFlightElsewhere(ctx, b, c));
   expectNothingBeside(ctx, undefined, ctx.exchanges.slice(-3));
+}
+
+/**
+ * A retry on another instance while the first request still charges: B pays and the grader
+ * holds its charge at the provider's gate once the money moved (chargeUnderWay); the same
+ * request then goes to C. The hold lasts until C answered or both servers are still (C's
+ * retry at its wait: a poll, a lock), at least IN_FLIGHT_HOLD_MS and at most
+ * IN_FLIGHT_STILL_BOUND_MS more. C must neither charge nor record the payment again: it
+ * waits and replays B's answer, or answers 409; one charge and one ledger row. A claim that
+ * only the process that made it trusts (any other taken for a crashed server's and claimed
+ * again) charges twice here every time; the split races catch it only when their timing
+ * lets C look while B charges (a fixture passed 06 in 4 of 6 runs without this part).
+ * @throws CheckFailed when B was answered with no charge held, or a second charge, a second
+ *   ledger row or a wrong answer was seen; Starved when the servers were kept off a CPU so
+ *   long that C's retry was neither answered nor at its wait within the bound (what was seen
+ *   is judged first: a second charge is evidence still)
+ */
+async function inFlightElsewhere(ctx: LiveContext, b: ServerInstance, c: ServerInstance): Promise<void> {
+  const req = { key: ctx.freshKey(), body: ctx.data.payment() };
+  const owner = await chargeUnderWay(ctx, b, req, 'moved', (answer) =>
+    new CheckFailed(
+      t('step.06.inFlight.noCharge', { request: describeRequest(answer), status: String(answer.status ?? t('check.audit.noAnswer')) }),
+      t('step.06.inFlight.noCharge.why'),
+      { exchanges: [answer] },
+    ),
+  );
+  let heldStarved: Starved | undefined;
+  const retry = sendPending(ctx, c, req);
+  try {
+    await waitUntilStill(ctx, [b, c], {
+      until: retry.answer,
+      minMs: IN_FLIGHT_HOLD_MS,
+      boundMs: IN_FLIGHT_STILL_BOUND_MS,
+      starved: (seen) =>
+        t('step.06.inFlightStarved', { server: b.label, other: c.label, s: ((IN_FLIGHT_HOLD_MS + IN_FLIGHT_STILL_BOUND_MS) / 1000).toFixed(1), ...starvationFigures(seen) }),
+    });
+  } catch (err) {
+    if (!(err instanceof Starved)) throw err;
+    heldStarved = err;
+  } finally {
+    owner.hold.release();
+  }
+  const [first, again] = await Promise.all([owner.answer, retry.answer]);
+  const why = t('step.06.inFlight.why');
+  // A second charge or ledger row is evidence however starved the machine was.
+  expectCharges(ctx, req.body, 1, [first, again], why, b);
+  expectRows(ctx, req.key, 1, [first, again], why, b);
+  if (heldStarved) throw heldStarved;
+  expectStatus(first, 201, t('check.first201'), why);
+  paymentOf(first);
+  if (again.status !== 409) expectReplay(first, again, why);
 }
 
 /**

@@ -1,0 +1,77 @@
+import { CheckFailed } from './failure.js';
+import { starvedExchange } from './expect-http.js';
+import { Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold } from './gate.js';
+import { starvedFor } from './sched.js';
+import { t } from '../i18n/index.js';
+import type { LiveContext } from './context.js';
+import type { PayRequest } from './http.js';
+import type { ServerInstance } from './server.js';
+import type { Exchange } from './types.js';
+
+/** A request sent and not yet awaited, with the time it was sent and its answer came (performance.now(), ms) once it has. */
+export interface Pending {
+  answer: Promise<Exchange>;
+  sentAt: number;
+  doneAt?: number;
+}
+
+/** Sends `req` to `server` without awaiting it; the answer (or its failure, as an Exchange) comes in `answer`. */
+export function sendPending(ctx: LiveContext, server: ServerInstance, req: PayRequest): Pending {
+  const pending: Pending = { answer: ctx.pay(server, req), sentAt: performance.now() };
+  void pending.answer.then(() => (pending.doneAt = performance.now()));
+  return pending;
+}
+
+/** A request in flight whose charge is held at the provider's gate (chargeUnderWay): `chargedAt` is when the charge reached the gate, performance.now() ms. */
+export type ChargeUnderWay = Pending & { hold: Hold; chargedAt: number };
+
+/**
+ * Sends `req` to `server` and holds its charge at the provider's gate at `point` (gate.ts):
+ * before the money moves (`start`) or once it has moved (`moved`), until the hold is
+ * released. Only the first charge of the request's body (user and amount) is held; a later
+ * one of that body (a retry's) goes on. The charge is awaited at most the run's request
+ * limit (LiveContext.limits.requestMs): a bound, not what decides.
+ * @param noCharge the caller's failure for a request answered with no charge held (its answer)
+ * @returns the request, in flight and held, and the hold
+ * @throws what `noCharge` returns when it was answered with no charge held; Starved when the
+ *   bound ran out unanswered while the grader's own event loop or the server was starved,
+ *   or the request itself ran out of time starved
+ */
+export async function chargeUnderWay(
+  ctx: LiveContext,
+  server: ServerInstance,
+  req: PayRequest & { body: { user: string; amount: number } },
+  point: GatePoint,
+  noCharge: (answer: Exchange) => CheckFailed,
+): Promise<ChargeUnderWay> {
+  const gate = ctx.gate(server);
+  const boundMs = ctx.limits.requestMs;
+  // Only this request's own charge, the first of its body to get there: a retry's charge goes on.
+  let owned: GateCharge | undefined;
+  const hold = gate.hold((c) => {
+    if (c.user !== req.body.user || c.amount !== req.body.amount) return false;
+    owned ??= c;
+    return owned === c;
+  }, point);
+  const lag = startLagMonitor();
+  // How long the server waited for a CPU meanwhile: a charge that had not come by the bound
+  // while the server was kept off a CPU says nothing about the server.
+  const meter = ctx.starveMeter([server]);
+  const pending = sendPending(ctx, server, req);
+  try {
+    const held = await Promise.race([gate.until(() => hold.held.length > 0, boundMs), pending.answer.then(() => hold.held.length > 0)]);
+    // The same object (not a copy): its doneAt is set when the answer comes.
+    if (held) return Object.assign(pending, { hold, chargedAt: hold.held[0].startedAt });
+    hold.release();
+    const seen = meter.stop();
+    if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Starved(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
+    if (pending.doneAt === undefined && starvedFor(seen, boundMs)) throw new Starved(t('step.05.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
+  } finally {
+    meter.stop();
+    lag.stop();
+  }
+  const answer = await pending.answer;
+  // Answered without a charge only once its time had run out, starved: that says nothing either.
+  if (answer.starved) throw starvedExchange(answer);
+  throw noCharge(answer);
+}
