@@ -30,6 +30,8 @@ if (files.length === 0) {
   console.error(`no test file starts with ${named.join(', ')}`);
   process.exit(2);
 }
+// Named files: say which ran, so that a name that matched more (or fewer) files than meant shows at once.
+if (named.length > 0) console.error(`running ${files.length} test file(s): ${files.map((f) => path.basename(f)).join(', ')}`);
 // The test runner leads a process group of its own, and a signal sent to this process (a CI
 // timeout's SIGTERM, a Ctrl-C) is passed to the whole group: every test file then runs its
 // exit tasks (test/support.ts), which stop the servers it started and remove its folders.
