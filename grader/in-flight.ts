@@ -4,7 +4,7 @@ import { Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoi
 import { starvedFor } from './sched.js';
 import { t } from '../i18n/index.js';
 import type { LiveContext } from './context.js';
-import type { PayRequest } from './http.js';
+import type { PayRequest, Timeouts } from './http.js';
 import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
 
@@ -15,9 +15,9 @@ export interface Pending {
   doneAt?: number;
 }
 
-/** Sends `req` to `server` without awaiting it; the answer (or its failure, as an Exchange) comes in `answer`. */
-export function sendPending(ctx: LiveContext, server: ServerInstance, req: PayRequest): Pending {
-  const pending: Pending = { answer: ctx.pay(server, req), sentAt: performance.now() };
+/** Sends `req` to `server` without awaiting it (within `timeouts`, default LiveContext.timeouts()); the answer (or its failure, as an Exchange) comes in `answer`. */
+export function sendPending(ctx: LiveContext, server: ServerInstance, req: PayRequest, timeouts?: Timeouts): Pending {
+  const pending: Pending = { answer: ctx.pay(server, req, timeouts), sentAt: performance.now() };
   void pending.answer.then(() => (pending.doneAt = performance.now()));
   return pending;
 }
@@ -32,6 +32,8 @@ export type ChargeUnderWay = Pending & { hold: Hold; chargedAt: number };
  * one of that body (a retry's) goes on. The charge is awaited at most the run's request
  * limit (LiveContext.limits.requestMs): a bound, not what decides.
  * @param noCharge the caller's failure for a request answered with no charge held (its answer)
+ * @param timeouts the request's time limits (default LiveContext.timeouts()): a caller that
+ *   holds the charge a while gives the request that much longer to be answered
  * @returns the request, in flight and held, and the hold
  * @throws what `noCharge` returns when it was answered with no charge held; Starved when the
  *   bound ran out unanswered while the grader's own event loop or the server was starved,
@@ -43,6 +45,7 @@ export async function chargeUnderWay(
   req: PayRequest & { body: { user: string; amount: number } },
   point: GatePoint,
   noCharge: (answer: Exchange) => CheckFailed,
+  timeouts?: Timeouts,
 ): Promise<ChargeUnderWay> {
   const gate = ctx.gate(server);
   const boundMs = ctx.limits.requestMs;
@@ -57,7 +60,7 @@ export async function chargeUnderWay(
   // How long the server waited for a CPU meanwhile: a charge that had not come by the bound
   // while the server was kept off a CPU says nothing about the server.
   const meter = ctx.starveMeter([server]);
-  const pending = sendPending(ctx, server, req);
+  const pending = sendPending(ctx, server, req, timeouts);
   try {
     const held = await Promise.race([gate.until(() => hold.held.length > 0, boundMs), pending.answer.then(() => hold.held.length > 0)]);
     // The same object (not a copy): its doneAt is set when the answer comes.

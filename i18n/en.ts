@@ -106,10 +106,11 @@ export const en = {
   'step.06.restart.why': 'Keys kept in process memory, or in a file of their own, are gone after a restart: the restarted server starts from a fresh copy of your folder with only IDEM_DB kept, as a redeployed pod does, and the retry after a deploy or a crash charges again.',
   'step.06.first201.why': 'Nothing can be remembered before the first payment succeeds.',
   'step.06.shared.why': 'Behind a load balancer the retry may reach another instance: what one instance stored, every other must see.',
-  'step.06.inFlight.noCharge': 'The provider\'s statement showed no charge for {request} (its answer: {status}), so there was no payment in flight to retry on another instance.',
+  'step.06.inFlight.noCharge': 'No charge of {request} reached the provider\'s gate (IDEM_PROVIDER_GATE; its answer: {status}), so the grader had no payment in flight to retry on another instance.',
   'step.06.inFlight.noCharge.why': 'The check holds the first request\'s charge at the provider\'s gate (IDEM_PROVIDER_GATE) while it retries on another instance; a payment must call charge(), which reports itself at the gate.',
   'step.06.inFlight.why': 'A retry that reaches another instance while the first request is still charging belongs to that payment: it waits for the stored answer or is refused with 409, and never charges again. A claim that only the process that made it trusts (one made elsewhere taken for a crashed server\'s) charges twice whenever a load balancer sends the retry to another instance.',
   'step.06.inFlightStarved': 'inconclusive: while the first request\'s charge on {server} was held, the retry sent to {other} was neither answered nor at its wait within {s} s, and meanwhile the servers waited {waited} ms for a CPU and the grader lagged {lag} ms: the machine was too busy to see what {other} does with a payment still in flight. Run the check again on a quieter machine',
+  'step.06.inFlightPassStarved': 'inconclusive: {other} answered the retry as it should while the first request\'s charge on {server} was held, but meanwhile the servers waited {waited} ms for a CPU and the grader lagged {lag} ms: {other} may not have looked at the claim for as long as the check meant. Run the check again on a quieter machine',
   'step.06.pass': 'A retry after a restart and a retry on another instance both replayed, and one sent there while the first still charged did not charge again; {size} simultaneous requests split over two instances charged once.',
 
   // Step 07.

@@ -99,10 +99,11 @@ export const zh: Record<MessageKey, string> = {
   'step.06.restart.why': '存在进程内存或单独文件里的键，重启就没了：重启后的服务器像重新部署的 Pod 一样，从只保留 IDEM_DB 的全新目录副本启动，发布或崩溃之后的重试会再扣一次款。',
   'step.06.first201.why': '第一笔支付成功之后，才有东西可以记住。',
   'step.06.shared.why': '在负载均衡器后面，重试可能落到另一个实例上：一个实例存下的，其他实例都必须看得到。',
-  'step.06.inFlight.noCharge': '支付服务商的流水里没有 {request} 的扣款（它的响应：{status}），所以没有可以在另一个实例上重试的进行中支付。',
-  'step.06.inFlight.noCharge.why': '这项检查在向另一个实例发送重试期间，把第一个请求的扣款扣在支付服务商的关口（IDEM_PROVIDER_GATE）；支付必须调用 charge()，它会在关口报到。',
+  'step.06.inFlight.noCharge': '{request} 没有一笔扣款到达支付服务商的闸口（IDEM_PROVIDER_GATE；它的响应：{status}），所以评分器没有可以在另一个实例上重试的进行中支付。',
+  'step.06.inFlight.noCharge.why': '这项检查在向另一个实例发送重试期间，把第一个请求的扣款扣留在支付服务商的闸口（IDEM_PROVIDER_GATE）；每笔扣款都必须经过支付服务商的 charge()，它会在闸口报到。',
   'step.06.inFlight.why': '第一个请求仍在扣款时落到另一个实例上的重试属于同一笔支付：它要么等待存下的响应，要么被 409 拒绝，绝不能再扣一次款。只有创建它的进程才信任的占位（把别处创建的占位当成崩溃服务器留下的），每当负载均衡器把重试发到另一个实例时就会扣两次款。',
   'step.06.inFlightStarved': '无法判定：在 {server} 上第一个请求的扣款被扣住期间，发往 {other} 的重试在 {s} 秒内既没有得到响应，也没有进入等待；这期间服务器等待 CPU {waited} ms，评分器延迟 {lag} ms：机器太忙，看不出 {other} 如何对待仍在进行中的支付。请在空闲一些的机器上重新检查',
+  'step.06.inFlightPassStarved': '无法判定：在 {server} 上第一个请求的扣款被扣住期间，{other} 对重试的响应是对的，但这期间服务器等待 CPU {waited} ms，评分器延迟 {lag} ms：{other} 观察这个占位的时间可能没有检查预期的那么长。请在空闲一些的机器上重新检查',
   'step.06.pass': '重启后的重试和打到另一个实例上的重试都重放了第一次的响应，第一个请求仍在扣款时发到那里的重试也没有再扣款；分散到两个实例上同时发出的 {size} 个请求只扣了一次款。',
 
   'step.07.timeoutLabel': '超时（没有响应）',

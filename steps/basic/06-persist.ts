@@ -6,7 +6,7 @@ import { describeRequest, expectCharges, expectReplay, expectRows, expectStatus,
 import { LOCK_HOLD_MS, RACE_SIZE, judgedBeforeStarved, raceRound, waitUntilStill } from '../../grader/race.js';
 import { chargeUnderWay, sendPending } from '../../grader/in-flight.js';
 import { Starved } from '../../grader/gate.js';
-import { starvationFigures } from '../../grader/sched.js';
+import { LOW_SHARE, starvationFigures, starvedFor, type Starvation } from '../../grader/sched.js';
 import type { Step } from '../../grader/track.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { Exchange } from '../../grader/types.js';
@@ -26,9 +26,10 @@ export const SPLIT_DB_MS = 250;
 /**
  * How long the first request's charge stays held at least while its retry is on another
  * instance, in ms, unless the retry is answered first: long enough for the retry to look at
- * the claim (and take it over, if it would).
+ * the claim (and take it over, if it would), and, as step 05's HOLD_AT_LEAST_MS, past a
+ * duplicate that gives up waiting after a second or so.
  */
-export const IN_FLIGHT_HOLD_MS = 1000;
+export const IN_FLIGHT_HOLD_MS = 2000;
 /**
  * How much longer than IN_FLIGHT_HOLD_MS the charge stays held at most while a server still
  * has a thread that can run (the retry not yet at its wait), in ms: a bound, never what
@@ -134,40 +135,48 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
  * holds its charge at the provider's gate once the money moved (chargeUnderWay); the same
  * request then goes to C. The hold lasts until C answered or both servers are still (C's
  * retry at its wait: a poll, a lock), at least IN_FLIGHT_HOLD_MS and at most
- * IN_FLIGHT_STILL_BOUND_MS more. C must neither charge nor record the payment again: it
- * waits and replays B's answer, or answers 409; one charge and one ledger row. A claim that
- * only the process that made it trusts (any other taken for a crashed server's and claimed
- * again) charges twice here every time; the split races catch it only when their timing
- * lets C look while B charges (a fixture passed 06 in 4 of 6 runs without this part).
- * @throws CheckFailed when B was answered with no charge held, or a second charge, a second
- *   ledger row or a wrong answer was seen; Starved when the servers were kept off a CPU so
- *   long that C's retry was neither answered nor at its wait within the bound (what was seen
- *   is judged first: a second charge is evidence still)
+ * IN_FLIGHT_STILL_BOUND_MS more; B's request gets that much longer to be answered. C must
+ * neither charge nor record the payment again: it waits and replays B's answer, or answers
+ * 409; one charge and one ledger row. A claim that only the process that made it trusts
+ * (one made elsewhere taken for a crashed server's and claimed again, at once or after less
+ * than the hold) charges twice here every time; the split races catch it only when their
+ * timing lets C look while B charges (adv9-inflight-by-process passed 06 in 4 of 6 runs,
+ * inflight-foreign-lease in 10 of 10, without this part).
+ * @throws CheckFailed when B was answered with no charge at the provider's gate (a charge()
+ *   that does not report there), or a second charge, a second ledger row or a wrong answer
+ *   was seen; Starved when the servers or the grader were kept off a CPU while the charge
+ *   was held (C's retry neither answered nor at its wait within the bound, or a pass seen
+ *   while starved: C may not have looked at the claim yet), or as chargeUnderWay; what was
+ *   seen is judged first, a second charge is evidence still
  */
 async function inFlightElsewhere(ctx: LiveContext, b: ServerInstance, c: ServerInstance): Promise<void> {
   const req = { key: ctx.freshKey(), body: ctx.data.payment() };
-  const owner = await chargeUnderWay(ctx, b, req, 'moved', (answer) =>
-    new CheckFailed(
-      t('step.06.inFlight.noCharge', { request: describeRequest(answer), status: String(answer.status ?? t('check.audit.noAnswer')) }),
-      t('step.06.inFlight.noCharge.why'),
-      { exchanges: [answer] },
-    ),
+  const usual = ctx.timeouts();
+  const owner = await chargeUnderWay(
+    ctx,
+    b,
+    req,
+    'moved',
+    (answer) =>
+      new CheckFailed(t('step.06.inFlight.noCharge', { request: describeRequest(answer), status: String(answer.status ?? t('check.audit.noAnswer')) }), t('step.06.inFlight.noCharge.why'), {
+        exchanges: [answer],
+      }),
+    { ...usual, answerMs: usual.answerMs + IN_FLIGHT_HOLD_MS + IN_FLIGHT_STILL_BOUND_MS },
   );
   let heldStarved: Starved | undefined;
+  // Whether the machine let C look at the claim while it was held: a pass seen while it did not says nothing.
+  const meter = ctx.starveMeter([b, c], { lowShare: LOW_SHARE });
+  const starvedText = (seen: Starvation) =>
+    t('step.06.inFlightStarved', { server: b.label, other: c.label, s: ((IN_FLIGHT_HOLD_MS + IN_FLIGHT_STILL_BOUND_MS) / 1000).toFixed(1), ...starvationFigures(seen) });
   const retry = sendPending(ctx, c, req);
   try {
-    await waitUntilStill(ctx, [b, c], {
-      until: retry.answer,
-      minMs: IN_FLIGHT_HOLD_MS,
-      boundMs: IN_FLIGHT_STILL_BOUND_MS,
-      starved: (seen) =>
-        t('step.06.inFlightStarved', { server: b.label, other: c.label, s: ((IN_FLIGHT_HOLD_MS + IN_FLIGHT_STILL_BOUND_MS) / 1000).toFixed(1), ...starvationFigures(seen) }),
-    });
+    await waitUntilStill(ctx, [b, c], { until: retry.answer, minMs: IN_FLIGHT_HOLD_MS, boundMs: IN_FLIGHT_STILL_BOUND_MS, starved: starvedText });
   } catch (err) {
     if (!(err instanceof Starved)) throw err;
     heldStarved = err;
   } finally {
     owner.hold.release();
+    meter.stop();
   }
   const [first, again] = await Promise.all([owner.answer, retry.answer]);
   const why = t('step.06.inFlight.why');
@@ -178,6 +187,10 @@ async function inFlightElsewhere(ctx: LiveContext, b: ServerInstance, c: ServerI
   expectStatus(first, 201, t('check.first201'), why);
   paymentOf(first);
   if (again.status !== 409) expectReplay(first, again, why);
+  const seen = meter.stop();
+  if (starvedFor(seen, IN_FLIGHT_HOLD_MS)) {
+    throw new Starved(t('step.06.inFlightPassStarved', { server: b.label, other: c.label, ...starvationFigures(seen) }));
+  }
 }
 
 /**
@@ -237,7 +250,7 @@ export const step: Step = {
   },
   cost: 4,
   async live(ctx) {
-    // A's part takes about a second once it is up: a payment, the restart, the other instance, a race.
+    // A's part takes about three seconds once it is up: a payment, the restart, the other instance, a race, a retry while a charge is held.
     const a = ctx.startServer({ priority: 1000 });
     // Beside everything below (D is served before A in the queue of starts, E once D is
     // up): a split race on instances D and E of a database of their own (the restart leaves
