@@ -24,6 +24,7 @@ import { HELD_BOUND_MS } from '../steps/basic/05-race.js';
 import { LOCK_HOLD_MS, LOCK_STILL_BOUND_MS } from '../grader/race.js';
 import { BOUND_MS as LOCKSTEP_BOUND_MS } from '../grader/lockstep.js';
 import { LIVE_HOLD_MS, LIVE_LOCK_MARGIN_S, LIVE_STILL_BOUND_MS, LIVE_WINDOWS_MS } from '../steps/advanced/12-crash.js';
+import { IN_FLIGHT_HOLD_MS, IN_FLIGHT_STILL_BOUND_MS } from '../steps/basic/06-persist.js';
 import type { StepResult } from '../grader/types.js';
 import { serversUnder, tempDir } from './support.js';
 
@@ -307,6 +308,68 @@ test("12: when a retry of the live claim is kept off the CPU while the owner's c
   assert.equal(result.status, 'error', result.message);
   assert.equal(result.inconclusive, true);
   assert.match(result.message, /^inconclusive: while the first request's charge on [A-Z] was held, the retries sent to [A-Z] and [A-Z] were neither answered nor at their wait within [\d.]+ s, and meanwhile the servers waited \d+ ms for a CPU/);
+});
+
+/**
+ * The wrong fixture inflight-foreign-lease (a claim another instance made, seen in flight for
+ * 0.3 s, is taken over), with the first request that meets such a claim while it is the only
+ * request its server is handling (06's retry on C while B's charge is held; a split race's
+ * requests come together) starving its own thread for `seconds` s before it starts that clock.
+ */
+function starvedForeignLook(seconds: number): string {
+  const fixture = serverSource('inflight-foreign-lease');
+  const look = '        if not ours:\n            foreign_since = foreign_since or time.monotonic()';
+  assert.ok(fixture.includes(look), "the fixture's look at a foreign claim is where this test starves it");
+  const starving = `        if not ours and foreign_since is None and _alone():\n            _starve_thread(${seconds})\n`;
+  const counting = `
+_handling = 0
+_handling_lock = _th.Lock()
+_starved_look = False
+_handle_pay_before = handle_pay
+def handle_pay(*args, **kwargs):
+    global _handling
+    with _handling_lock:
+        _handling += 1
+    try:
+        return _handle_pay_before(*args, **kwargs)
+    finally:
+        with _handling_lock:
+            _handling -= 1
+def _alone():
+    global _starved_look
+    with _handling_lock:
+        alone = _handling == 1 and not _starved_look
+        _starved_look = _starved_look or alone
+    return alone
+`;
+  return beforeMain(fixture.replace(look, starving + look), starveThreadPy() + counting);
+}
+
+/** Grades 06 of `source` beside the reference answer file. */
+function grade06(source: string): Promise<StepResult> {
+  return gradeServer(source, '06', (dir) => fs.copyFileSync(path.join(LAB_DIR, 'answers', '06-persist.txt'), path.join(dir, '06-persist.txt')));
+}
+
+test("06: when the retry on another instance is kept off the CPU past the least hold of the first request's charge, the replay it then gets passes nothing: inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  // Starved past the least hold, within its bound: C looks at the claim only just before the
+  // charge is let go, and B's answer is stored before C's 0.3 s are up. Without the
+  // starvation guard this wrong server passed.
+  const seconds = (IN_FLIGHT_HOLD_MS + 500) / 1000;
+  assert.ok(seconds * 1000 + 1000 < IN_FLIGHT_HOLD_MS + IN_FLIGHT_STILL_BOUND_MS, 'the starvation ends within the bound, with a second to spare for the quota');
+  const result = await grade06(starvedForeignLook(seconds));
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: [A-Z] answered the retry as it should while the first request's charge on [A-Z] was held, but meanwhile the servers waited \d+ ms for a CPU/);
+});
+
+test("06: when the retry on another instance is kept off the CPU past the hold's bound, the step is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  const seconds = (IN_FLIGHT_HOLD_MS + IN_FLIGHT_STILL_BOUND_MS + 500) / 1000;
+  const result = await grade06(starvedForeignLook(seconds));
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: while the first request's charge on [A-Z] was held, the retry sent to [A-Z] was neither answered nor at its wait within 5\.0 s, and meanwhile the servers waited \d+ ms for a CPU/);
 });
 
 test.after(() => cgroup?.remove());
