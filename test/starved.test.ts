@@ -222,11 +222,11 @@ for (const [stepId, condition] of Object.entries(STARVE_WHEN)) {
 }
 
 /**
- * `source` with its function `fn` (handle_pay, or the frame's charge) wrapped: the first
+ * `source` with its function `fn` (handle_pay, the frame's charge, or a fixture's write_payment) wrapped: the first
  * call that finds another of its kind in flight, when the Python condition `when` holds,
  * starves its own thread for `seconds` s before it goes on as before.
  */
-function starveConcurrent(source: string, seconds: number, fn: 'handle_pay' | 'charge', when = 'True'): string {
+function starveConcurrent(source: string, seconds: number, fn: 'handle_pay' | 'charge' | 'write_payment', when = 'True'): string {
   const wrap = `
 import os as _os
 _inflight = 0
@@ -256,6 +256,21 @@ test("14: when one of the payments sent at once is kept off the CPU past the rou
   assert.equal(result.status, 'error', result.message);
   assert.equal(result.inconclusive, true);
   assert.match(result.message, /^inconclusive: of the 4 payments sent at once, not all had moved the money within 8 s, .*the server waited \d+ ms for a CPU/);
+});
+
+test("14: when a payment's write, sent at once with others, is kept off the CPU past a lockstep wave's bound and the server answers it 503 (its write took over 2 s), the round is inconclusive, not failed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  // ok-crash-503-when-slow answers 503 when its write thread has not recorded the payment
+  // within 2 s. On the server with the database's gate, the first write to begin while
+  // another is under way starves its thread for longer than that: its wave is let go by the
+  // lockstep's bound while it starves, and its payment is answered 503. Without the rule
+  // that a non-201 under a starved wave judges nothing, this correct server failed 14.
+  const seconds = (LOCKSTEP_BOUND_MS + 1500) / 1000;
+  const source = starveConcurrent(serverSource('advanced/ok-crash-503-when-slow'), seconds, 'write_payment', '_os.environ.get("IDEM_DB_GATE") == "1"');
+  const result = await gradeServer(source, '14');
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /^inconclusive: the 4 payments sent at once: the grader let \d+ wave\(s\) of database statements go when its bound of 2 s ran out while the servers waited for a CPU/);
 });
 
 test("05: when one payment of the slow-database round is kept off the CPU past the hold, so that the four charges were not held together, the round is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
