@@ -274,6 +274,16 @@ test('identical exchanges are shown once with a count; a repeated traceback once
     '127.0.0.1 - - [01/Dec/2026 10:00:09] "POST /pay HTTP/1.1" 201 -',
   ]);
 
+  // A repeat after another log line is shown again, in order (a newcomer read 201, "same as
+  // above", 422 for a 201, a 422 and a 201); right after itself it is counted.
+  const answered = (status: number, second: number) => `127.0.0.1 - - [01/Dec/2026 10:00:0${second}] "POST /pay HTTP/1.1" ${status} -`;
+  assert.deepEqual(collapseServerOutput([answered(201, 1), answered(422, 2), answered(201, 3), answered(201, 4)].join('\n')), [
+    answered(201, 1),
+    answered(422, 2),
+    answered(201, 3),
+    '  (same as above, 1 more)',
+  ]);
+
   // Output kept as a tail: the end of a traceback cut at its start counts as the whole one shown later.
   const cut = [...traceback.slice(2), ...log.slice(-6)];
   const whole = [log[log.length - 6], ...traceback, '  (same as above, 1 more)', log[log.length - 1]];

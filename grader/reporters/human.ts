@@ -89,6 +89,8 @@ function collapseOne(texts: readonly string[], places: readonly number[]): Place
   const counts: { at: number; count: number }[] = [];
   const blocks: { text: string; entry: { at: number; count: number } }[] = [];
   let fragment: { lines: string[]; shown: Placed[] } | undefined;
+  // The key of the last log line met (tracebacks aside): a repeat is counted only right after it.
+  let lastLine: string | undefined;
   for (let i = 0; i < texts.length; i++) {
     // Lines before the first record: a traceback cut at its start (output is kept as a tail).
     if (i === 0 && !startsRecord(texts, 0)) {
@@ -117,7 +119,10 @@ function collapseOne(texts: readonly string[], places: readonly number[]): Place
       continue;
     }
     const key = `line:${texts[i].replace(/\[[^\]]*\]/g, '[]')}`;
-    const known = texts[i].trim() === '' ? undefined : seen.get(key);
+    // Counted under the line before only when no other line came between (tracebacks may):
+    // a 201, a 422 and a 201 again are shown in that order, not as a 201 twice and a 422.
+    const known = texts[i].trim() === '' || key !== lastLine ? undefined : seen.get(key);
+    lastLine = key;
     if (known) {
       known.count++;
       continue;
@@ -145,7 +150,8 @@ function collapseOne(texts: readonly string[], places: readonly number[]): Place
  * A server's output as lines, each Python traceback shown once: a traceback (from
  * `Traceback (most recent call last):` to its exception line, with the tracebacks chained
  * to it) that repeats one shown before is left out and counted under the first (`×9, the
- * same`), and so is a log line that repeats one shown before but for its [time stamp].
+ * same`), and so is a log line that repeats the log line before it but for its [time stamp]
+ * (tracebacks between them aside): a repeat after another log line is shown again, in order.
  * The end of a traceback whose beginning was cut off (output is kept as a tail) counts as
  * that traceback when it is shown whole later.
  *
