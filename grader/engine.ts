@@ -139,19 +139,22 @@ function ledgerInvolved(ctx: LiveContext, exchanges: Exchange[]): LedgerRow[] | 
 const MAX_EXCHANGES_SHOWN = 12;
 
 /**
- * The exchanges a check attached, with what was sent from the first request with one of
- * their idempotency keys up to the last of them, in the order sent: a failed replay is
- * shown with the request it repeats and any payment made in between, the losers of a
- * race with its winner. At most MAX_EXCHANGES_SHOWN: then the first two and the attached.
+ * The exchanges a check attached (`shown`), with what was sent from the first request with
+ * one of their idempotency keys up to the last of them, in the order sent (`all`, every
+ * exchange of the step): a failed replay is shown with the request it repeats and any
+ * payment made in between, the losers of a race with its winner; only those sent to servers
+ * on the databases of the attached ones (`databases`: each database with the exchanges sent
+ * to its servers, LiveContext.databases()), so a part run beside on a database of its own
+ * (06's slow split on D and E) is left out. At most MAX_EXCHANGES_SHOWN: then the first two
+ * and the attached.
  */
-function withTheirHistory(shown: Exchange[], ctx: LiveContext | undefined): Exchange[] {
-  if (!ctx) return shown;
+export function withTheirHistory(shown: Exchange[], all: readonly Exchange[], databases: ReadonlyArray<{ exchanges: readonly Exchange[] }>): Exchange[] {
   const keys = new Set(shown.map((e) => e.key).filter((k): k is string => k !== undefined && k !== ''));
-  const all = ctx.exchanges;
   const first = all.findIndex((e) => shown.includes(e) || (e.key !== undefined && keys.has(e.key)));
   const last = Math.max(...shown.map((e) => all.indexOf(e)));
   if (first < 0 || last < first) return shown;
-  const story = all.slice(first, last + 1);
+  const theirs = databases.filter((d) => shown.some((e) => d.exchanges.includes(e)));
+  const story = all.slice(first, last + 1).filter((e) => shown.includes(e) || theirs.some((d) => d.exchanges.includes(e)));
   return story.length > MAX_EXCHANGES_SHOWN ? [...story.slice(0, 2), ...shown.filter((e) => !story.slice(0, 2).includes(e))].slice(0, MAX_EXCHANGES_SHOWN) : story;
 }
 
@@ -171,7 +174,7 @@ function applyFailure(result: StepResult, err: unknown, ctx: LiveContext | undef
     result.message = err.message;
     result.why = err.why;
     result.details.push(...(err.evidence.details ?? []));
-    result.exchanges = err.evidence.exchanges ? withTheirHistory(err.evidence.exchanges, ctx) : (ctx?.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN) ?? []);
+    result.exchanges = err.evidence.exchanges ? (ctx ? withTheirHistory(err.evidence.exchanges, ctx.exchanges, ctx.databases()) : err.evidence.exchanges) : (ctx?.exchanges.slice(-DEFAULT_EXCHANGES_SHOWN) ?? []);
     if (err.evidence.ledger) result.ledger = err.evidence.ledger;
     else if (ctx) {
       const rows = ledgerInvolved(ctx, result.exchanges);

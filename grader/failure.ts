@@ -29,6 +29,15 @@ export class CheckFailed extends Error {
 }
 
 /**
+ * `err` with `note` added to its details when it is a CheckFailed (a new one, of the same
+ * message, why and evidence otherwise); anything else as it is.
+ */
+export function withNote(err: unknown, note: string): unknown {
+  if (!(err instanceof CheckFailed)) return err;
+  return new CheckFailed(err.message, err.why, { ...err.evidence, details: [...(err.evidence.details ?? []), note] });
+}
+
+/**
  * A CheckFailed raised when a server under test never came up: it exited during start-up
  * or never answered GET /health within the start time limit. Reporters treat a step whose
  * first server failed this way as "the server could not start" (see StepResult.startFailed).

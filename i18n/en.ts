@@ -187,6 +187,7 @@ export const en = {
   'cli.isFile': 'no workspace at {dir}: it is a file, not a folder',
 
   'check.first201': 'The first request with a new key must charge and answer 201.',
+  'check.alsoFailed': 'Also failed: {message}',
   'check.describe': '{method} {path} to server {server} with {key}',
   'check.describe.noKey': 'no Idempotency-Key',
   'check.describe.emptyKey': 'an empty Idempotency-Key',
@@ -246,6 +247,7 @@ export const en = {
   'report.exchanges': 'What was sent and what came back:',
   'report.replay.port': '(each $ curl line sends that request again, to your server on port {port})',
   'report.replay.same': '(each $ curl line sends that request again, to the same port)',
+  'report.replay.servers': '(the grader sent these to {count} servers of its own ({servers}): separate processes, as after a restart or on a second instance; your one server on one port cannot play it all back as it happened)',
   'report.ledger': 'Ledger rows ({count}):',
   'report.ledger.none': '(none)',
   'report.serverOutput': 'The server printed (last lines):',

@@ -176,6 +176,7 @@ export const ko: Record<MessageKey, string> = {
   'cli.isFile': '{dir}에 작업 폴더가 없습니다. 폴더가 아니라 파일입니다',
 
   'check.first201': '새 키로 보낸 첫 요청은 결제되고 201로 답해야 합니다.',
+  'check.alsoFailed': '이것도 실패했습니다: {message}',
   'check.describe': '서버 {server}에 보낸 {method} {path} ({key})',
   'check.describe.noKey': 'Idempotency-Key 없이',
   'check.describe.emptyKey': '빈 Idempotency-Key',
@@ -234,6 +235,7 @@ export const ko: Record<MessageKey, string> = {
   'report.exchanges': '보낸 요청과 받은 응답:',
   'report.replay.port': '($ curl 줄은 그 요청을 포트 {port}의 내 서버로 다시 보냅니다)',
   'report.replay.same': '($ curl 줄은 그 요청을 같은 포트로 다시 보냅니다)',
+  'report.replay.servers': '(채점기는 이 요청들을 자기가 띄운 서버 {count}개({servers})에 보냈습니다. 재시작 뒤나 두 번째 인스턴스처럼 서로 다른 프로세스입니다. 한 포트의 내 서버 하나로는 일어난 그대로 재현할 수 없습니다)',
   'report.ledger': '원장 행({count}개):',
   'report.ledger.none': '(없음)',
   'report.serverOutput': '서버 출력(마지막 몇 줄):',

@@ -176,6 +176,7 @@ export const zh: Record<MessageKey, string> = {
   'cli.isFile': '{dir} 不是工作目录：它是文件，不是目录',
 
   'check.first201': '用新键发出的第一个请求必须扣款并返回 201。',
+  'check.alsoFailed': '同样失败：{message}',
   'check.describe': '发往服务器 {server}、{key}的 {method} {path}',
   'check.describe.noKey': '没有 Idempotency-Key ',
   'check.describe.emptyKey': 'Idempotency-Key 为空',
@@ -234,6 +235,7 @@ export const zh: Record<MessageKey, string> = {
   'report.exchanges': '发出的请求和收到的响应：',
   'report.replay.port': '（每行 $ curl 都会把该请求重新发到你在端口 {port} 上的服务器）',
   'report.replay.same': '（每行 $ curl 都会把该请求重新发到同一个端口）',
+  'report.replay.servers': '（评分器把这些请求发给了它自己启动的 {count} 个服务器（{servers}）：它们是不同的进程，如重启之后或第二个实例；你在一个端口上的一个服务器无法原样重现全部过程）',
   'report.ledger': '账本记录（{count} 行）：',
   'report.ledger.none': '（无）',
   'report.serverOutput': '服务器输出（最后几行）：',

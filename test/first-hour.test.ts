@@ -16,6 +16,7 @@ import { freePort } from '../grader/server.js';
 import { HANDLE_PAY_END, HANDLE_PAY_START, buildWorkspace } from '../fixtures/build.js';
 import { STEPS } from '../steps/index.js';
 import { collapseServerOutput, groupExchanges } from '../grader/reporters/human.js';
+import { withTheirHistory } from '../grader/engine.js';
 import type { Exchange } from '../grader/types.js';
 import { answerFiles } from '../bin/commands.js';
 import { fixtureWorkspace, runCli, serversUnder, stopRecorded, tempDir } from './support.js';
@@ -304,4 +305,34 @@ test('identical exchanges are shown once with a count; a repeated traceback once
     ws.remove();
   }
   assert.deepEqual(serversUnder(PACKAGE_ROOT), []);
+});
+
+test("06's failure after a restart shows that story's requests only, names the split that failed beside it, and says its servers were several", async () => {
+  // process-dict keeps its keys in memory: the retry after the restart pays again, and the
+  // split on D and E (run meanwhile on a database of its own) charges twice.
+  const ws = fixtureWorkspace('process-dict');
+  try {
+    const run = await runCli(['check', '06'], { cwd: ws.dir });
+    assert.equal(run.exitCode, 1, run.stdout);
+    const sent = run.stdout.slice(run.stdout.indexOf('What was sent and what came back:'), run.stdout.indexOf('Ledger rows'));
+    assert.match(run.stdout, /After a restart: The retry must get the stored first response back/);
+    assert.match(run.stdout, /· Also failed: A race split over two instances on a slow database \(250 ms per statement\): Round 1: 2 charges/);
+    const servers = [...sent.matchAll(/^ +\[([A-Z])\] POST \/pay/gm)].map((m) => m[1]);
+    assert.deepEqual([...new Set(servers)].sort(), ['A', 'B'], `only the restart's requests, not D's and E's:\n${sent}`);
+    assert.match(sent, /the grader sent these to 2 servers of its own \(A, B\)/);
+  } finally {
+    ws.remove();
+  }
+  assert.deepEqual(serversUnder(PACKAGE_ROOT), []);
+});
+
+test("a failure's requests come with their story, from its key's first request, but not with what went to another database meanwhile", () => {
+  const sent = (server: string, key: string): Exchange => ({ server, port: 1, method: 'POST', path: '/pay', key, requestBody: '{}', status: 201, responseBody: '{}', ms: 1 });
+  const [a1, other, d1, e1, b1] = [sent('A', 'k'), sent('A', 'other'), sent('D', 'split'), sent('E', 'split'), sent('B', 'k')];
+  const all = [a1, other, d1, e1, b1];
+  // A and B on one database (a restart), D and E on one of their own.
+  const databases = [{ exchanges: [a1, other, b1] }, { exchanges: [d1, e1] }];
+  assert.deepEqual(withTheirHistory([a1, b1], all, databases), [a1, other, b1], 'the payment in between is kept, the split beside is not');
+  assert.deepEqual(withTheirHistory([b1], all, databases), [a1, other, b1], 'from the first request with the key');
+  assert.deepEqual(withTheirHistory([d1, e1], all, databases), [d1, e1]);
 });

@@ -211,7 +211,10 @@ export function formatResult(given: StepResult, c: ChalkInstance, options: Resul
       lines.push(...indent([`${c.cyan(`[${exchange.server}]`)} ${request}`, ...indent([curl, ...answer, ...same], '    ')], '      '));
     }
     const replay = options.replayPort !== undefined ? t('report.replay.port', { port: options.replayPort }) : t('report.replay.same');
-    lines.push(...indent([c.dim(replay)], '      '));
+    // Sent to several servers (a restart, a second instance): one server on one port cannot replay all of it as it was.
+    const servers = [...new Set(result.exchanges.map((e) => e.server))];
+    const several = servers.length > 1 ? [t('report.replay.servers', { count: servers.length, servers: servers.join(t('list.separator')) })] : [];
+    lines.push(...indent([replay, ...several].map((line) => c.dim(line)), '      '));
   }
   if (result.status !== 'pass' && result.ledger) {
     lines.push(...indent([c.bold(t('report.ledger', { count: result.ledger.length }))]));

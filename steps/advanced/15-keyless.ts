@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { msUntilPhase } from '../../grader/wall-clock.js';
 import { isDeepStrictEqual } from 'node:util';
-import { CheckFailed, inPart } from '../../grader/failure.js';
+import { CheckFailed, inPart, withNote } from '../../grader/failure.js';
 import { describeCharge, expectCharges, expectReplay, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
 import { responseJson, SECOND_CLIENT_ADDRESS } from '../../grader/http.js';
 import { RACE_SIZE, sendForced } from '../../grader/race.js';
@@ -482,12 +482,6 @@ function paymentIdOf(exchange: Exchange): unknown {
 /** True when `retry` was answered 201 with another payment than `first`'s: the body was paid anew. */
 function paidAnew(first: Exchange, retry: Exchange): boolean {
   return retry.status === 201 && paymentIdOf(retry) !== undefined && paymentIdOf(retry) !== paymentIdOf(first);
-}
-
-/** `err` with `note` added to its details when it is a CheckFailed; anything else as it is. */
-function withNote(err: unknown, note: string): unknown {
-  if (!(err instanceof CheckFailed)) return err;
-  return new CheckFailed(err.message, err.why, { ...err.evidence, details: [...(err.evidence.details ?? []), note] });
 }
 
 /**
