@@ -29,12 +29,14 @@ export class CheckFailed extends Error {
 }
 
 /**
- * `err` with `note` added to its details when it is a CheckFailed (a new one, of the same
- * message, why and evidence otherwise); anything else as it is.
+ * `err` with `note` added to its details when it is a CheckFailed: a new one of the same
+ * class (a ServerStartFailed stays one), message, why and evidence otherwise; anything else
+ * as it is.
  */
 export function withNote(err: unknown, note: string): unknown {
   if (!(err instanceof CheckFailed)) return err;
-  return new CheckFailed(err.message, err.why, { ...err.evidence, details: [...(err.evidence.details ?? []), note] });
+  const Kind = err.constructor as new (expected: string, why: string, evidence?: Evidence) => CheckFailed;
+  return new Kind(err.message, err.why, { ...err.evidence, details: [...(err.evidence.details ?? []), note] });
 }
 
 /**

@@ -176,7 +176,7 @@ export const zh: Record<MessageKey, string> = {
   'cli.isFile': '{dir} 不是工作目录：它是文件，不是目录',
 
   'check.first201': '用新键发出的第一个请求必须扣款并返回 201。',
-  'check.alsoFailed': '同样失败：{message}',
+  'check.alsoFailed': '另一部分也失败了：{message}',
   'check.describe': '发往服务器 {server}、{key}的 {method} {path}',
   'check.describe.noKey': '没有 Idempotency-Key ',
   'check.describe.emptyKey': 'Idempotency-Key 为空',

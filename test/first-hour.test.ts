@@ -17,6 +17,7 @@ import { HANDLE_PAY_END, HANDLE_PAY_START, buildWorkspace } from '../fixtures/bu
 import { STEPS } from '../steps/index.js';
 import { collapseServerOutput, groupExchanges } from '../grader/reporters/human.js';
 import { withTheirHistory } from '../grader/engine.js';
+import { CheckFailed, ServerStartFailed, withNote } from '../grader/failure.js';
 import type { Exchange } from '../grader/types.js';
 import { answerFiles } from '../bin/commands.js';
 import { fixtureWorkspace, runCli, serversUnder, stopRecorded, tempDir } from './support.js';
@@ -285,6 +286,13 @@ test('identical exchanges are shown once with a count; a repeated traceback once
     '  (same as above, 1 more)',
   ]);
 
+  // Lines that keep coming back in turn would push a traceback out of what a report shows:
+  // then every repeat is counted under its first, and the traceback stays in view.
+  const alternating = [...traceback, ...Array.from({ length: 25 }, (_, i) => answered(i % 2 === 0 ? 201 : 409, i % 10))];
+  const folded = collapseServerOutput(alternating.join('\n'));
+  assert.ok(folded.length <= 30, folded.join('\n'));
+  assert.deepEqual(folded.slice(0, traceback.length), traceback);
+
   // Output kept as a tail: the end of a traceback cut at its start counts as the whole one shown later.
   const cut = [...traceback.slice(2), ...log.slice(-6)];
   const whole = [log[log.length - 6], ...traceback, '  (same as above, 1 more)', log[log.length - 1]];
@@ -335,4 +343,13 @@ test("a failure's requests come with their story, from its key's first request, 
   assert.deepEqual(withTheirHistory([a1, b1], all, databases), [a1, other, b1], 'the payment in between is kept, the split beside is not');
   assert.deepEqual(withTheirHistory([b1], all, databases), [a1, other, b1], 'from the first request with the key');
   assert.deepEqual(withTheirHistory([d1, e1], all, databases), [d1, e1]);
+});
+
+test('a note added to a failure keeps its kind: a server that could not start stays one', () => {
+  const noted = withNote(new ServerStartFailed('server.py exited during start-up', 'why'), 'Also failed: ...');
+  assert.ok(noted instanceof ServerStartFailed);
+  assert.ok(noted instanceof CheckFailed);
+  assert.deepEqual((noted as CheckFailed).evidence.details, ['Also failed: ...']);
+  const other = new Error('not a check');
+  assert.equal(withNote(other, 'x'), other);
 });

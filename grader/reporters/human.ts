@@ -81,9 +81,10 @@ interface Placed {
 
 /**
  * One server's lines (texts, with their places in the whole output) collapsed as
- * collapseServerOutput says: repeats left out and counted under their first showing.
+ * collapseServerOutput says: repeats left out and counted under their first showing;
+ * `ordered`: a log line only when it repeats the log line right before it.
  */
-function collapseOne(texts: readonly string[], places: readonly number[]): Placed[] {
+function collapseOne(texts: readonly string[], places: readonly number[], ordered: boolean): Placed[] {
   const out: Placed[] = [];
   const seen = new Map<string, { at: number; count: number }>();
   const counts: { at: number; count: number }[] = [];
@@ -121,7 +122,7 @@ function collapseOne(texts: readonly string[], places: readonly number[]): Place
     const key = `line:${texts[i].replace(/\[[^\]]*\]/g, '[]')}`;
     // Counted under the line before only when no other line came between (tracebacks may):
     // a 201, a 422 and a 201 again are shown in that order, not as a 201 twice and a 422.
-    const known = texts[i].trim() === '' || key !== lastLine ? undefined : seen.get(key);
+    const known = texts[i].trim() === '' || (ordered && key !== lastLine) ? undefined : seen.get(key);
     lastLine = key;
     if (known) {
       known.count++;
@@ -151,7 +152,9 @@ function collapseOne(texts: readonly string[], places: readonly number[]): Place
  * `Traceback (most recent call last):` to its exception line, with the tracebacks chained
  * to it) that repeats one shown before is left out and counted under the first (`×9, the
  * same`), and so is a log line that repeats the log line before it but for its [time stamp]
- * (tracebacks between them aside): a repeat after another log line is shown again, in order.
+ * (tracebacks between them aside): a repeat after another log line is shown again, in order,
+ * unless that makes more lines than a report shows (SERVER_OUTPUT_LINES): then any repeat of
+ * a line shown before is counted under it.
  * The end of a traceback whose beginning was cut off (output is kept as a tail) counts as
  * that traceback when it is shown whole later.
  *
@@ -169,10 +172,15 @@ export function collapseServerOutput(text: string): string[] {
     own.places.push(at);
     byServer.set(line.label, own);
   });
-  const placed = [...byServer].flatMap(([label, own]) =>
-    collapseOne(own.texts, own.places).map((p) => ({ at: p.at, text: label === '' ? p.text : p.text === '' ? `[${label}]` : `[${label}] ${p.text}` })),
-  );
-  return placed.sort((a, b) => a.at - b.at).map((p) => p.text);
+  const collapsed = (ordered: boolean) =>
+    [...byServer]
+      .flatMap(([label, own]) => collapseOne(own.texts, own.places, ordered).map((p) => ({ at: p.at, text: label === '' ? p.text : p.text === '' ? `[${label}]` : `[${label}] ${p.text}` })))
+      .sort((a, b) => a.at - b.at)
+      .map((p) => p.text);
+  // In order where it fits what a report shows; lines that keep coming back in turn (a 201, a
+  // 409, a 201 ...) would push the rest (a traceback) out, and are then counted under their first.
+  const shown = collapsed(true);
+  return shown.length <= SERVER_OUTPUT_LINES ? shown : collapsed(false);
 }
 
 /** How `formatResult` shows a failure's exchanges. */
@@ -213,7 +221,7 @@ export function formatResult(given: StepResult, c: ChalkInstance, options: Resul
     const replay = options.replayPort !== undefined ? t('report.replay.port', { port: options.replayPort }) : t('report.replay.same');
     // Sent to several servers (a restart, a second instance): one server on one port cannot replay all of it as it was.
     const servers = [...new Set(result.exchanges.map((e) => e.server))];
-    const several = servers.length > 1 ? [t('report.replay.servers', { count: servers.length, servers: servers.join(t('list.separator')) })] : [];
+    const several = servers.length > 1 ? [t('report.replay.servers', { count: servers.length, servers: listOf(servers) })] : [];
     lines.push(...indent([replay, ...several].map((line) => c.dim(line)), '      '));
   }
   if (result.status !== 'pass' && result.ledger) {

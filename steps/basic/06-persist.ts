@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { CheckFailed, expect, inPart, withNote } from '../../grader/failure.js';
+import { CheckFailed, ServerStartFailed, expect, inPart, withNote } from '../../grader/failure.js';
 import { t } from '../../i18n/index.js';
 import { describeResponse, parsePaste, paymentId, type PastedResponse } from '../../grader/paste.js';
 import { describeRequest, expectCharges, expectReplay, expectRows, expectStatus, paymentOf } from '../../grader/expect-http.js';
@@ -268,8 +268,14 @@ export const step: Step = {
     }
     // Awaited whatever happened, so none of its servers comes up after the step has ended.
     const split = await slowSplit;
-    // Both failed: the first is said, the other named beside it (it ran on D and E meanwhile).
-    if (failure !== undefined) throw split?.err instanceof CheckFailed ? withNote(failure, t('check.alsoFailed', { message: split.err.message })) : failure;
+    // Both failed: the first is said, the other named beside it (it ran on D and E meanwhile);
+    // a server that could not start is said as such alone. A failure seen on D and E is said
+    // before an inconclusive part on A's side: what was observed is evidence still.
+    if (failure instanceof CheckFailed && !(failure instanceof ServerStartFailed) && split?.err instanceof CheckFailed) {
+      throw withNote(failure, t('check.alsoFailed', { message: split.err.message }));
+    }
+    if (failure !== undefined && !(failure instanceof CheckFailed) && split?.err instanceof CheckFailed) throw split.err;
+    if (failure !== undefined) throw failure;
     if (split) throw split.err;
     return t('step.06.pass', { size: RACE_SIZE });
   },
