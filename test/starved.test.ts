@@ -270,7 +270,8 @@ test("14: when a payment's write, sent at once with others, is kept off the CPU 
   const result = await gradeServer(source, '14');
   assert.equal(result.status, 'error', result.message);
   assert.equal(result.inconclusive, true);
-  assert.match(result.message, /^inconclusive: the 4 payments sent at once: the grader let \d+ wave\(s\) of database statements go when its bound of 2 s ran out while the servers waited for a CPU/);
+  // Said by the lockstep when a wave waited on the starved thread, else by the server's wait for a CPU.
+  assert.match(result.message, /^inconclusive: (the 4 payments sent at once: the grader let \d+ wave\(s\) of database statements go when its bound of 2 s ran out while the servers waited for a CPU|the machine was too busy \(the server's threads waited \d+ ms in all for a CPU)/);
 });
 
 test("05: when one payment of the slow-database round is kept off the CPU past the hold, so that the four charges were not held together, the round is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {

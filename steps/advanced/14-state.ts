@@ -1,5 +1,5 @@
 import { CheckFailed, inPart } from '../../grader/failure.js';
-import { Starved } from '../../grader/gate.js';
+import { Starved, STARVED_LAG_MS } from '../../grader/gate.js';
 import { starvationFigures, starvedFor } from '../../grader/sched.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
@@ -171,7 +171,8 @@ export const AT_ONCE_BOUND_MS = 8000;
  * the gates is sent the same payments at once, unforced.
  * @throws CheckFailed when one is not 201, or its link leads to another payment (named when it is one of the round's);
  *   Starved when a wave was let go by the lockstep's bound on a starved machine (before
- *   judging the statuses when one is a 5xx or unanswered: the grader's hold may have caused it), or the
+ *   judging the statuses when one is a 5xx or unanswered, as when the server's threads waited
+ *   a quarter of the time that answer took for a CPU: the grader's hold may have caused it), or the
  *   charges' hold ran out starved
  */
 async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise<void> {
@@ -196,10 +197,17 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
   const seen = meter.stop();
   const wavesStarved = () => new Starved(t('check.race.wavesStarved', { name: t('step.14.atOnceName', { count: AT_ONCE }), count: starvedWaves, s: LOCKSTEP_BOUND_MS / 1000 }));
   // A payment answered 5xx or not at all while a wave of its statements was held past the
-  // lockstep's bound by a starved machine: the grader's hold, not the server, may have made it
-  // wait too long (a server that answers 503 when its write takes over 2 s,
+  // lockstep's bound by a starved machine (or while the server was starved): the grader's
+  // hold or the machine, not the server, may have made it wait too long (a server that answers 503 when its write takes over 2 s,
   // ok-crash-503-when-slow). A 4xx is no wait's doing: each payment has a key of its own.
-  if (starvedWaves > 0 && answers.some((answer) => answer.status === undefined || answer.status >= 500)) throw wavesStarved();
+  // Only an answer that waited (a second or more): a 500 at once is the server's own.
+  const broken = answers.filter((answer) => (answer.status === undefined || answer.status >= 500) && answer.ms >= STARVED_LAG_MS);
+  if (broken.length > 0) {
+    if (starvedWaves > 0) throw wavesStarved();
+    // Or the server's threads were kept off a CPU for a quarter of the time that answer took:
+    // a write thread starved before it reached a wave makes the same 503.
+    if (starvedFor(seen, Math.max(...broken.map((answer) => answer.ms)))) throw new Starved(t('step.05.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
+  }
   answers.forEach((answer, i) =>
     expectStatus(answer, 201, t('step.14.atOnce', { count: AT_ONCE, key: JSON.stringify(sent[i].key), user: JSON.stringify(sent[i].body.user), status: String(answer.status ?? answer.error) }), t('step.14.atOnce.why')),
   );

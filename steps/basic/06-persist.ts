@@ -164,8 +164,9 @@ async function inFlightElsewhere(ctx: LiveContext, b: ServerInstance, c: ServerI
     { ...usual, answerMs: usual.answerMs + IN_FLIGHT_HOLD_MS + IN_FLIGHT_STILL_BOUND_MS },
   );
   let heldStarved: Starved | undefined;
-  // Whether the machine let C look at the claim while it was held: a pass seen while it did not says nothing.
-  const meter = ctx.starveMeter([b, c], { lowShare: LOW_SHARE });
+  // Whether the machine let C look at the claim while it was held: a pass seen while it did
+  // not says nothing. C's threads only: B's request waits at the gate, whatever the machine does.
+  const meter = ctx.starveMeter([c], { lowShare: LOW_SHARE });
   const starvedText = (seen: Starvation) =>
     t('step.06.inFlightStarved', { server: b.label, other: c.label, s: ((IN_FLIGHT_HOLD_MS + IN_FLIGHT_STILL_BOUND_MS) / 1000).toFixed(1), ...starvationFigures(seen) });
   const retry = sendPending(ctx, c, req);
