@@ -376,7 +376,9 @@ test("06: when the retry on another instance is kept off the CPU past the least 
   const result = await grade06(starvedForeignLook(seconds));
   assert.equal(result.status, 'error', result.message);
   assert.equal(result.inconclusive, true);
-  assert.match(result.message, /^inconclusive: [A-Z] answered the retry as it should while the first request's charge on [A-Z] was held, but meanwhile the servers waited \d+ ms for a CPU/);
+  // Said by the pass guard; or, when the starved thread took longer to leave its quota than
+  // the bound (a full run saw 4.7 s of wait), by the hold's bound: inconclusive either way.
+  assert.match(result.message, /^inconclusive: ([A-Z] answered the retry as it should while the first request's charge on [A-Z] was held|while the first request's charge on [A-Z] was held, the retry sent to [A-Z] was neither answered nor at its wait within 5\.0 s), (but )?(and )?meanwhile the servers waited \d+ ms for a CPU/);
 });
 
 test("06: when the retry on another instance is kept off the CPU past the hold's bound, the step is inconclusive, not passed", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
