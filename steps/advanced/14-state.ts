@@ -196,11 +196,11 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
   const { exchanges: answers, waves = [], starvedWaves = 0 } = await sendForced(ctx, [server], sent, { lockstep: true, holds: [hold], timeouts: { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS } });
   const seen = meter.stop();
   const wavesStarved = () => new Starved(t('check.race.wavesStarved', { name: t('step.14.atOnceName', { count: AT_ONCE }), count: starvedWaves, s: LOCKSTEP_BOUND_MS / 1000 }));
-  // A payment answered 5xx or not at all while a wave of its statements was held past the
-  // lockstep's bound by a starved machine (or while the server was starved): the grader's
-  // hold or the machine, not the server, may have made it wait too long (a server that answers 503 when its write takes over 2 s,
-  // ok-crash-503-when-slow). A 4xx is no wait's doing: each payment has a key of its own.
-  // Only an answer that waited (a second or more): a 500 at once is the server's own.
+  // A payment answered 5xx or not at all, after a second or more, while a wave of its
+  // statements was held past the lockstep's bound by a starved machine (or while the server
+  // was starved): the grader's hold or the machine may have made it wait too long (a server
+  // that answers 503 when its write takes over 2 s, ok-crash-503-when-slow). A 4xx is no
+  // wait's doing (each payment has a key of its own), nor is a 500 at once.
   const broken = answers.filter((answer) => (answer.status === undefined || answer.status >= 500) && answer.ms >= STARVED_LAG_MS);
   if (broken.length > 0) {
     if (starvedWaves > 0) throw wavesStarved();
