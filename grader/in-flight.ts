@@ -67,8 +67,8 @@ export async function chargeUnderWay(
     if (held) return Object.assign(pending, { hold, chargedAt: hold.held[0].startedAt });
     hold.release();
     const seen = meter.stop();
-    if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Starved(t('step.05.starved', { ms: Math.round(lag.worstMs()) }));
-    if (pending.doneAt === undefined && starvedFor(seen, boundMs)) throw new Starved(t('step.05.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
+    if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Starved(t('check.starved', { ms: Math.round(lag.worstMs()) }));
+    if (pending.doneAt === undefined && starvedFor(seen, boundMs)) throw new Starved(t('check.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
   } finally {
     meter.stop();
     lag.stop();

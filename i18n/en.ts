@@ -429,7 +429,7 @@ export const en = {
   'step.04.scoped.why': 'With keys scoped per user, another user\'s request under a used key is that user\'s own payment: charged once, to that user.',
   'step.05.slowRound': 'The slow-provider round ({ms} ms per charge)',
   'step.05.heldRound': 'The held round (the grader holds the provider\'s charges open)',
-  'step.05.starved': 'inconclusive: the machine was too busy (the grader\'s own event loop stalled for {ms} ms while it waited on the server); run the check again on a quieter machine',
+  'check.starved': 'inconclusive: the machine was too busy (the grader\'s own event loop stalled for {ms} ms while it waited on the server); run the check again on a quieter machine',
   'step.05.heldNeverCharged': '{name}: none of the {size} requests with one key reached the provider (IDEM_PROVIDER_GATE) within {seconds} s; {answered} of them were answered. Every charge must go through the provider\'s charge(), which reports itself at the gate.',
   'step.05.heldGate.why': 'The grader watches the provider to see which payment waits for which: a charge made around charge() is a payment nobody can account for.',
   'step.05.heldBlocked': '{name}: while the grader held the raced payment\'s charge open, {reached} charges reached the provider; the payments with keys of their own {missing} never did within {seconds} s. They waited for a held charge: a lock or a transaction held across charge(), a limit on charges at once, or a lock the waiting retries keep.{sameUser}',
@@ -719,7 +719,7 @@ export const en = {
   // --- session16 ---
   'step.06.part.slowSplit': 'A race split over two instances on a slow database ({ms} ms per statement):',
   'step.05.othersApart': 'The slow-provider round ({slow} ms per charge): {count} payments with keys of their own, sent {after} ms after the raced payment while its retries waited for it, were held back: sent together, they were answered {ms} ms apart, {times} times the charge (under {limit} ms when none waits). A lock, a transaction or a limit on payments at once is held across charge().',
-  'step.05.serverStarved': 'inconclusive: the machine was too busy (the server\'s threads waited {ms} ms in all for a CPU while the grader waited on them); run the check again on a quieter machine',
+  'check.serverStarved': 'inconclusive: the machine was too busy (the server\'s threads waited {ms} ms in all for a CPU while the grader waited on them); run the check again on a quieter machine',
   'step.05.latencyStarved': 'inconclusive: in the slow-database round, the four charges did not all reach the provider within {s} s, so they were let go one by one, while the server waited {waited} ms for a CPU and the grader lagged {lag} ms: the machine was too busy to force the order the round needs. Run the check again on a quieter machine',
   'step.05.seen.never': ' Seen: no charge of {request} reached the provider\'s gate, so the grader held nothing.',
   'step.05.seen.notReached': ' Seen: {request} did not reach the provider while the grader held open the charge of {holder}.',

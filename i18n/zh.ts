@@ -411,7 +411,7 @@ export const zh: Record<MessageKey, string> = {
   'step.04.scoped.why': '如果键按用户区分，另一个用户用已用过的键发来的请求就是该用户自己的支付：只向这个用户扣一次款。',
   'step.05.slowRound': '支付服务商很慢的一轮（每次扣款 {ms} 毫秒）',
   'step.05.heldRound': '被扣住的一轮（评分器扣住支付服务商的扣款不放）',
-  'step.05.starved': '无法判定：机器太忙（评分器等待服务器时，自己的事件循环停顿了 {ms} 毫秒）；请在较空闲的机器上重新检查',
+  'check.starved': '无法判定：机器太忙（评分器等待服务器时，自己的事件循环停顿了 {ms} 毫秒）；请在较空闲的机器上重新检查',
   'step.05.heldNeverCharged': '{name}：同一个键的 {size} 个请求在 {seconds} 秒内没有一个到达支付服务商（IDEM_PROVIDER_GATE），其中 {answered} 个得到了响应。每笔扣款都必须经过支付服务商的 charge()，它会在闸口报到。',
   'step.05.heldGate.why': '评分器通过观察支付服务商来判断哪笔支付在等哪笔：绕过 charge() 的扣款是谁也无法说明的钱。',
   'step.05.heldBlocked': '{name}：评分器扣住被争抢支付的扣款期间，有 {reached} 笔扣款到达支付服务商；带自己键的支付 {missing} 在 {seconds} 秒内始终没有到达。它们在等一笔被扣住的扣款：跨越 charge() 持有的锁或事务、同时扣款数的上限，或等待中的重试占着的锁。{sameUser}',
@@ -701,7 +701,7 @@ export const zh: Record<MessageKey, string> = {
   // --- session16 ---
   'step.06.part.slowSplit': '在慢数据库上（每条语句 {ms} 毫秒）分散到两个实例上的并发：',
   'step.05.othersApart': '慢支付服务商轮次（每次扣款 {slow} 毫秒）：在被竞争支付的重试等待它时，{after} 毫秒后发送的 {count} 笔各自带键的支付被拖住了：它们是一起发出的，响应却相隔 {ms} 毫秒，是扣款时间的 {times} 倍（若无人等待，应少于 {limit} 毫秒）。charge() 期间一直持有锁、事务或同时支付数的限制。',
-  'step.05.serverStarved': '无法判定：机器太忙（评分器等待时，服务器的线程合计等待 CPU {ms} 毫秒）；请在较空闲的机器上重新检查',
+  'check.serverStarved': '无法判定：机器太忙（评分器等待时，服务器的线程合计等待 CPU {ms} 毫秒）；请在较空闲的机器上重新检查',
   'step.05.latencyStarved': '无法判定：慢数据库这一轮中，四笔扣款没能在 {s} 秒内全部到达支付服务商，于是被逐个放行；这期间服务器等待 CPU {waited} ms，评分器延迟 {lag} ms：机器太忙，无法强制出这一轮需要的顺序。请在较空闲的机器上重新检查',
   'step.05.seen.never': ' 所见：{request}没有一笔扣款到达支付服务商的闸口，所以评分器什么也没有扣住。',
   'step.05.seen.notReached': ' 所见：评分器扣住{holder}的扣款期间，{request}没有到达支付服务商。',

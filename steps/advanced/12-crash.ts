@@ -338,7 +338,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
 function starvedRetries(seen: Starvation, boundMs: number, last: Exchange | undefined): Starved | undefined {
   if (last?.starved) return starvedExchange(last);
   if (!starvedFor(seen, boundMs)) return undefined;
-  return seen.graderLagMs >= seen.serverWaitMs ? new Starved(t('step.05.starved', { ms: Math.round(seen.graderLagMs) })) : new Starved(t('step.05.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
+  return seen.graderLagMs >= seen.serverWaitMs ? new Starved(t('check.starved', { ms: Math.round(seen.graderLagMs) })) : new Starved(t('check.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
 }
 
 /**

@@ -183,9 +183,9 @@ function boundRanOut(lag: LagMonitor, failure: () => CheckFailed, starved?: { wa
  */
 export function starvedVerdict(lag: { worstMs(): number }, starved?: { waitedMs(): number }, queueMs = SERVER_STARVED_MS): Inconclusive | undefined {
   const worst = lag.worstMs();
-  if (worst >= STARVED_LAG_MS) return new Starved(t('step.05.starved', { ms: Math.round(worst) }));
+  if (worst >= STARVED_LAG_MS) return new Starved(t('check.starved', { ms: Math.round(worst) }));
   const queued = starved?.waitedMs() ?? 0;
-  return queued >= queueMs ? new Starved(t('step.05.serverStarved', { ms: Math.round(queued) })) : undefined;
+  return queued >= queueMs ? new Starved(t('check.serverStarved', { ms: Math.round(queued) })) : undefined;
 }
 
 /**
