@@ -9,6 +9,7 @@
  * a cgroup (v1 cpu controller, cfs quota; root only, skipped elsewhere) that the server
  * joins itself, before its start or inside its /pay.
  */
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, test } from 'node:test';
@@ -388,6 +389,81 @@ test("06: when the retry on another instance is kept off the CPU past the hold's
   assert.equal(result.status, 'error', result.message);
   assert.equal(result.inconclusive, true);
   assert.match(result.message, /^inconclusive: while the first request's charge on [A-Z] was held, the retry sent to [A-Z] was neither answered nor at its wait within 5\.0 s, and meanwhile the servers waited \d+ ms for a CPU/);
+});
+
+/**
+ * A keyless first payment answered late in its second of the wall clock: a keyless request
+ * whose body the server has not seen, arriving in the first 100 ms of a second, waits until
+ * 960 ms past it before it is handled.
+ */
+const LATE_IN_ITS_SECOND = `
+import threading as _th, time as _time
+_seen_bodies = set()
+_seen_lock = _th.Lock()
+_late_handle_pay = handle_pay
+def handle_pay(key, payload):
+    if key is None:
+        with _seen_lock:
+            new = fingerprint(payload) not in _seen_bodies
+            _seen_bodies.add(fingerprint(payload))
+        now = _time.time()
+        if new and now % 1 < 0.1:
+            _time.sleep(0.96 - now % 1)
+    return _late_handle_pay(key, payload)
+`;
+
+test("15: a keyless window read on whole seconds is not passed when the payment after the window could only be decided in the second after the window's last (its body's first answer came late in its second): inconclusive", async () => {
+  // The timed round sends its body 20 ms past a second; answered 960 ms past it, the payment
+  // after the window goes 2.1 s later, past the whole second where this wrong server's window
+  // (2 to 3 s) ends too, and it pays anew as a correct one does. Without the guard it passed.
+  const result = await gradeServer(beforeMain(serverSource('advanced/adv10-keyless-whole-second-both'), LATE_IN_ITS_SECOND), '15');
+  assert.notEqual(result.status, 'pass', result.message);
+  assert.equal(result.inconclusive, true, result.message);
+  assert.match(result.message, /^the machine was too slow to judge: the payment after the window was decided \d+ ms after the body's first request was sent/i);
+});
+
+/**
+ * The advanced reference, but the first payment that finds another in flight (14's payments
+ * sent at once) spends 1.5 s of its thread's own CPU time busy, then answers 503: a wrong
+ * server, whatever the machine's load.
+ */
+const BUSY_THEN_503 = `
+import threading as _th, time as _time, hashlib as _hashlib
+_busy_inflight = 0
+_busy_lock = _th.Lock()
+_busy_once = False
+_busy_handle_pay = handle_pay
+def handle_pay(key, payload):
+    global _busy_inflight, _busy_once
+    with _busy_lock:
+        _busy_inflight += 1
+        busy = _busy_inflight >= 2 and not _busy_once
+        _busy_once = _busy_once or busy
+    try:
+        if busy:
+            end = _time.thread_time() + 1.5
+            while _time.thread_time() < end:
+                _hashlib.pbkdf2_hmac("sha256", b"x", b"salt", 100)
+            return error(503, "too busy")
+        return _busy_handle_pay(key, payload)
+    finally:
+        with _busy_lock:
+            _busy_inflight -= 1
+`;
+
+test("14: a payment sent at once that the server answers 503 after 1.5 s of its own busy work fails, beside four busy loops: a thread that gets its share of a loaded machine was not kept off a CPU", async () => {
+  // Four busy loops on this machine's cores, each in a session of its own (as other jobs on a
+  // runner are: with the kernel's autogroups, loops in this test's session would share one
+  // group's weight and hardly slow the server): the busy thread waits in the run queue for
+  // much of its time, yet gets a third of a CPU or so. Counted as starved, this 503 was excused.
+  const loops = Array.from({ length: 4 }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore', detached: true }));
+  try {
+    const result = await gradeServer(beforeMain(serverSource('advanced/reference'), BUSY_THEN_503), '14');
+    assert.equal(result.status, 'fail', result.message);
+    assert.match(result.message, /payments with keys of their own were sent at once; each must be charged and answered 201, but key .* got HTTP 503/);
+  } finally {
+    for (const loop of loops) loop.kill('SIGKILL');
+  }
 });
 
 test.after(() => cgroup?.remove());
