@@ -41,6 +41,8 @@ const AFTER_WINDOW_MS = 100;
  * not the one after: a server that cuts both its record's time and its clock to whole
  * seconds and ends the window only when that age is more than the window (a window of
  * 2 to 3 s long, depending on the phase) replays it, every time, instead of paying anew.
+ * A new payment decided (charged, or answered) in the second after that one proves
+ * nothing, and the round is made again (step.15.wholeSecondUntold).
  */
 const ROUND_PHASE_MS = 20;
 
@@ -474,6 +476,29 @@ async function payAt(ctx: LiveContext, server: ServerInstance, body: { user: str
   return { exchange, sent, answered: performance.now() };
 }
 
+/**
+ * How far apart the grader's two clocks (Date.now() and performance.now() carried to the
+ * epoch) may read, in ms, where a time of one is said on the other: a bound, taken wide.
+ */
+const CLOCKS_APART_MS = 10;
+
+/**
+ * When `server` decided a payment of `body` at the latest, as wall-clock time (epoch ms):
+ * the start its provider's gate saw of the first charge of the body that came after
+ * `sent` (a server decides before it charges), or, when there was none (a replay, a server
+ * that does not speak the gate), the grader's clock when the answer came (`answered`, ms
+ * of performance.now(), just taken).
+ */
+function decidedByWall(ctx: LiveContext, server: ServerInstance, body: { user: string; amount: number }, sent: number, answered: number): number {
+  const started = ctx
+    .gate(server)
+    .chargesOf(body)
+    .map((c) => c.startedAt)
+    .filter((at) => at >= sent);
+  const nowWall = Date.now();
+  return nowWall - (performance.now() - Math.min(answered, ...started));
+}
+
 /** The payment_id of an answer's JSON body, if any. */
 function paymentIdOf(exchange: Exchange): unknown {
   return (responseJson(exchange) as { payment_id?: unknown } | undefined)?.payment_id;
@@ -684,7 +709,11 @@ export const step: Step = {
     kept(startedC);
     const ended = new AbortController();
     try {
-      const a = await kept(ctx.startServer({ env, label: 'A', priority: 2000 }));
+      // A and B charge at once (IDEM_CHARGE_MS=0, as step 11's servers): a first payment
+      // answered late in its second leaves no room to tell a window from one read on whole
+      // seconds (the timed round's payment after the window), and a slow provider is not
+      // what this step is about.
+      const a = await kept(ctx.startServer({ env, label: 'A', priority: 2000, chargeMs: 0 }));
       const aUp = performance.now();
       // B, a second pod on A's database, is started a window (and B_AFTER_A_MS) after A is
       // up, as step 11 starts its B a TTL later: its process is younger than A's by more than
@@ -694,7 +723,7 @@ export const step: Step = {
       const startedB = kept(
         delay(WINDOW_S * 1000 + B_AFTER_A_MS, undefined, { signal: ended.signal }).then(() => {
           bSpawned = performance.now();
-          return ctx.startServer({ env, ownCopy: true, label: 'B', priority: 2000 });
+          return ctx.startServer({ env, ownCopy: true, label: 'B', priority: 2000, chargeMs: 0 });
         }),
       );
       // An older payment without a record, as in step 14: a keyless payment's id is then not
@@ -718,6 +747,8 @@ export const step: Step = {
         // OTHER_POD_AT_MS, and once more a window after its first answer.
         await delay(msUntilPhase(ROUND_PHASE_MS), undefined, { signal: ended.signal });
         const t0 = performance.now();
+        // The body's record can be made no earlier than this (wall clock, epoch ms, as the server reads it).
+        const t0Wall = Date.now();
         let firstAnswered = t0;
         const pairs = bodies.map((each, i) => {
           const firstAt = t0 + i * SPREAD_MS;
@@ -743,10 +774,11 @@ export const step: Step = {
           const sent = performance.now();
           const exchange = await ctx.pay(a, { body });
           const answered = performance.now();
+          const decidedBy = decidedByWall(ctx, a, body, sent, answered);
           const chargedThen = chargesOf(ctx, a, body);
           // Its retry, at once: the new window dedupes as the first did.
           const retry = await ctx.pay(a, { body });
-          return { charged, exchange, sent, answered, chargedThen, retry, retryAnswered: performance.now() };
+          return { charged, exchange, sent, answered, decidedBy, chargedThen, retry, retryAnswered: performance.now() };
         })();
         for (const p of [...pairs.flatMap((pair) => [pair.first, pair.retry]), onB, afterWindow] as Array<Promise<unknown>>) kept(p);
 
@@ -809,7 +841,7 @@ export const step: Step = {
         }
 
         // After the window (counted from the first request, not from its last replay): the same body is a new payment.
-        const { charged, exchange: later, sent: laterSent, answered: laterAnswered, chargedThen, retry: laterRetry, retryAnswered } = await afterWindow;
+        const { charged, exchange: later, sent: laterSent, answered: laterAnswered, decidedBy, chargedThen, retry: laterRetry, retryAnswered } = await afterWindow;
         expectNew(later, ours, t('step.15.what.afterWindow', { window: WINDOW_S }), a);
         expectUnmarked(later, t('step.15.what.afterWindow', { window: WINDOW_S }));
         // A window that slides with every replay is told apart only when this payment was
@@ -822,6 +854,15 @@ export const step: Step = {
         }
         if (chargedThen !== charged + 1) {
           throw new CheckFailed(t('step.15.afterWindowCharge', { window: WINDOW_S }), t('step.15.afterWindow.why'), { exchanges: [first, later] });
+        }
+        // A new payment proves a window of WINDOW_S s and not one read on a clock of whole
+        // seconds (a record's time and the clock each cut to the second, over only when that
+        // age is more than the window: 2 to 3 s long) only when the server decided it in the
+        // window's last whole second, the one WINDOW_S s after the first request's: a grader
+        // late to send it into the next second lets such a server pay anew too (the round is made again).
+        const lastWholeSecond = (Math.floor(t0Wall / 1000) + WINDOW_S + 1) * 1000;
+        if (decidedBy + CLOCKS_APART_MS >= lastWholeSecond) {
+          throw new Inconclusive(t('step.15.wholeSecondUntold', { window: WINDOW_S, ms: Math.round(decidedBy - t0Wall), first: t0Wall % 1000 }));
         }
         await inPart(t('step.15.part.afterWindowRetry'), async () => answeredInWindow(retryAnswered - laterSent, () => expectKeylessReplay(ctx, a, body, later, laterRetry, a, charged + 1, 2)));
         // Every pair replayed. That proves a window and not a clock bucket only when the
