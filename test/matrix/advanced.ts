@@ -6,7 +6,7 @@
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gradeFixture, verdictReport } from './settle.js';
+import { gradeFixture, reasonText, verdictReport } from './settle.js';
 import { runningServerCount } from '../../grader/server.js';
 import { advancedSolutionNames, racySteps } from '../../fixtures/build.js';
 import { ADVANCED_MATRIX, NEEDS_FAKE_CLOCK } from '../../fixtures/advanced-matrix.js';
@@ -62,7 +62,7 @@ export function advancedMatrix(shard: Shard): void {
       for (const result of results) {
         const pattern = row[result.id];
         if (!pattern) continue;
-        assert.match([result.message, ...result.details].join('\n'), new RegExp(pattern), `step ${result.id} fails for the right reason\n${verdictReport([result])}`);
+        assert.match(reasonText(result, 'advanced'), new RegExp(pattern), `step ${result.id} fails for the right reason\n${verdictReport([result])}`);
         assert.ok(result.why, `step ${result.id} says why it matters`);
         assert.ok(result.exchanges.length > 0 || result.details.length > 0, `step ${result.id} shows what was sent and what came back`);
       }

@@ -85,3 +85,13 @@ export function verdictReport(results: readonly StepResult[]): string {
     })
     .join('\n');
 }
+
+/**
+ * The text of a failed result that its matrix cell's pattern is matched against (the
+ * failure's reason): for the basic matrix the message, for the advanced one the message and
+ * its details, one per line (a part's note, such as 15's whole-second one, is a detail).
+ * The matrices and `npm run soak` both judge by it.
+ */
+export function reasonText(result: Pick<StepResult, 'message' | 'details'>, track: 'basic' | 'advanced'): string {
+  return track === 'basic' ? result.message : [result.message, ...result.details].join('\n');
+}
