@@ -13,6 +13,8 @@
  * own): the same rule as the lifecycle's (server.ts processesOf).
  */
 import fs from 'node:fs';
+import { Starved, STARVED_LAG_MS, type Inconclusive } from './gate.js';
+import { t } from '../i18n/index.js';
 
 /** Where to find a server's processes: its process group and the PORT and IDEM_DB it was given. */
 export interface SchedTarget {
@@ -196,6 +198,22 @@ export function starvationFigures(seen: Starvation): { waited: number; lag: numb
 export function starvedFor(seen: Starvation, boundMs: number): boolean {
   const quarter = boundMs / 4;
   return seen.serverWaitMs >= quarter || seen.graderLagMs >= Math.min(quarter, 1000);
+}
+
+/**
+ * Whether a wait that ran long says more about the machine than the server: Inconclusive
+ * (gate.ts Starved, check.starved) when the grader's own event loop lagged STARVED_LAG_MS or
+ * more, or (check.serverStarved) when the server's threads waited `queueMs` ms or more in all
+ * for a CPU (`starved`: starveWatch's /proc schedstat sum; a server blocked on a lock sleeps
+ * and waits for none, one the machine starved does); else undefined. For a wait with a
+ * threshold of its own (steps 05 and 12); starvedFor judges a StarveMeter's Starvation
+ * against a bound.
+ */
+export function starvedVerdict(lag: { worstMs(): number }, starved: { waitedMs(): number } | undefined, queueMs: number): Inconclusive | undefined {
+  const worst = lag.worstMs();
+  if (worst >= STARVED_LAG_MS) return new Starved(t('check.starved', { ms: Math.round(worst) }));
+  const queued = starved?.waitedMs() ?? 0;
+  return queued >= queueMs ? new Starved(t('check.serverStarved', { ms: Math.round(queued) })) : undefined;
 }
 
 /**

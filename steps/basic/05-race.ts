@@ -4,9 +4,9 @@ import { commandKey, describeResponse, headerKey, parsePaste } from '../../grade
 import { t } from '../../i18n/index.js';
 import { CheckFailed } from '../../grader/failure.js';
 import { RACE_SIZE, Unanswered, judgedBeforeStarved, raceRound, where } from '../../grader/race.js';
-import { Inconclusive, Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type LagMonitor } from '../../grader/gate.js';
+import { Inconclusive, Starved, startLagMonitor, type GateCharge, type LagMonitor } from '../../grader/gate.js';
 import { rowsForKey } from '../../grader/ledger.js';
-import { SchedWatch, starvationFigures, starvedFor, starveWatch } from '../../grader/sched.js';
+import { SchedWatch, starvationFigures, starvedFor, starvedVerdict, starveWatch } from '../../grader/sched.js';
 import { isDeepStrictEqual } from 'node:util';
 import { responseJson, type PayRequest } from '../../grader/http.js';
 import { expectCharges, expectRows, expectStatus, paymentOf, starvedExchange } from '../../grader/expect-http.js';
@@ -172,20 +172,7 @@ function gateSaw(charges: GateCharge[]): string[] {
  * meanwhile, the result says nothing about the server (Inconclusive); else `failure`.
  */
 function boundRanOut(lag: LagMonitor, failure: () => CheckFailed, starved?: { waitedMs(): number }): Error {
-  return starvedVerdict(lag, starved) ?? failure();
-}
-
-/**
- * Whether a wait that ran long says more about the machine than the server: Inconclusive
- * when the grader's own event loop lagged STARVED_LAG_MS or more, or the server's threads
- * waited `queueMs` ms or more in all for a CPU (/proc schedstat: a server blocked on a lock
- * sleeps and waits for none; one the machine starved does); else undefined. Steps 05 and 12.
- */
-export function starvedVerdict(lag: { worstMs(): number }, starved?: { waitedMs(): number }, queueMs = SERVER_STARVED_MS): Inconclusive | undefined {
-  const worst = lag.worstMs();
-  if (worst >= STARVED_LAG_MS) return new Starved(t('check.starved', { ms: Math.round(worst) }));
-  const queued = starved?.waitedMs() ?? 0;
-  return queued >= queueMs ? new Starved(t('check.serverStarved', { ms: Math.round(queued) })) : undefined;
+  return starvedVerdict(lag, starved, SERVER_STARVED_MS) ?? failure();
 }
 
 /**
