@@ -33,7 +33,8 @@ export function limits(): Limits {
 /**
  * The simulated payment-provider latency the servers get (IDEM_CHARGE_MS), in ms: the
  * caller's IDEM_CHARGE_MS when set, else the server contract's default of 50. Honoured for
- * every server of the run; only a round that asks for a slow provider sets more.
+ * every server of the run, but where a round asks for a slow provider (more) or a step times
+ * a record's age (steps 11 and 15: 0).
  * @throws Error when IDEM_CHARGE_MS is set to something other than a whole number from 0 to 60000
  */
 export function chargeMs(): number {
