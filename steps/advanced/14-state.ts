@@ -198,7 +198,15 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
     hold.release();
   });
   const { connectMs, answerMs } = ctx.timeouts();
-  const { exchanges: answers, waves = [], starvedWaves = 0 } = await sendForced(ctx, [server], sent, { lockstep: true, holds: [hold], timeouts: { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS } });
+  let forced: Awaited<ReturnType<typeof sendForced>>;
+  try {
+    forced = await sendForced(ctx, [server], sent, { lockstep: true, holds: [hold], timeouts: { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS } });
+  } finally {
+    // Stopped on every path: a meter left running keeps sampling for the process's life.
+    meter.stop();
+    keptOff.stop();
+  }
+  const { exchanges: answers, waves = [], starvedWaves = 0 } = forced;
   const seen = meter.stop();
   const seenKeptOff = keptOff.stop();
   const wavesStarved = () => new Starved(t('check.race.wavesStarved', { name: t('step.14.atOnceName', { count: AT_ONCE }), count: starvedWaves, s: LOCKSTEP_BOUND_MS / 1000 }));
