@@ -33,7 +33,7 @@ import { ADVANCED_MATRIX } from '../fixtures/advanced-matrix.js';
 import { racySteps } from '../fixtures/build.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
-import { fixtureWorkspace } from '../test/support.js';
+import { busyLoopSource, fixtureWorkspace } from '../test/support.js';
 import { reasonText } from '../test/matrix/settle.js';
 
 /** What `npm run soak -- --help` prints, and a bad option gets with exit code 2. */
@@ -131,13 +131,13 @@ function soaked(): Array<{ name: string; expect: Record<string, string> }> {
 }
 
 const diskDir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-soak-disk-'));
-/** A disk writer: 8 MiB written and fsynced to one file of its own, over and over. */
-const DISK_WRITER = `const fs=require('fs');const b=Buffer.alloc(8<<20,1);for(;;){const fd=fs.openSync(process.argv[1],'w');fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);}`;
+/** A disk writer: 8 MiB written and fsynced to one file of its own, over and over, until its parent is gone. */
+const DISK_WRITER = `const fs=require('fs');const p=process.ppid;const b=Buffer.alloc(8<<20,1);for(;;){if(process.ppid!==p)process.exit();const fd=fs.openSync(process.argv[1],'w');fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);}`;
 const busy: ChildProcess[] = [
   // Each in a session of its own, as other jobs on a runner are: with the kernel's
   // autogroups (sched_autogroup_enabled), loops left in the soak's session would share that
   // one group's weight with the grader and hardly slow the servers (stopped by pid on exit).
-  ...Array.from({ length: values.list ? 0 : Number(values.load) }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore', detached: true })),
+  ...Array.from({ length: values.list ? 0 : Number(values.load) }, () => spawn(process.execPath, ['-e', busyLoopSource()], { stdio: 'ignore', detached: true })),
   ...Array.from({ length: values.list ? 0 : Number(values.disk) }, (_, i) => spawn(process.execPath, ['-e', DISK_WRITER, path.join(diskDir, `w${i}`)], { stdio: 'ignore', detached: true })),
 ];
 /** Stops the busy loops by pid, once; never throws. */

@@ -9,8 +9,9 @@
  * a cgroup (v1 cpu controller, cfs quota; root only, skipped elsewhere) that the server
  * joins itself, before its start or inside its /pay.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,7 +28,7 @@ import { BOUND_MS as LOCKSTEP_BOUND_MS } from '../grader/lockstep.js';
 import { LIVE_HOLD_MS, LIVE_LOCK_MARGIN_S, LIVE_STILL_BOUND_MS, LIVE_WINDOWS_MS } from '../steps/advanced/12-crash.js';
 import { IN_FLIGHT_HOLD_MS, IN_FLIGHT_STILL_BOUND_MS } from '../steps/basic/06-persist.js';
 import type { StepResult } from '../grader/types.js';
-import { serversUnder, tempDir } from './support.js';
+import { busyLoopSource, serversUnder, tempDir } from './support.js';
 
 const saved = { ...process.env };
 afterEach(() => {
@@ -393,8 +394,9 @@ test("06: when the retry on another instance is kept off the CPU past the hold's
 
 /**
  * A keyless first payment answered late in its second of the wall clock: a keyless request
- * whose body the server has not seen, arriving in the first 100 ms of a second, waits until
- * 960 ms past it before it is handled.
+ * whose body the server has not seen, arriving in the first 400 ms of a second (the timed
+ * round's, sent 20 ms past one, however late the grader), waits until 960 ms past it before
+ * it is handled. The whole-second probe's, sent half a second past one, does not.
  */
 const LATE_IN_ITS_SECOND = `
 import threading as _th, time as _time
@@ -407,7 +409,7 @@ def handle_pay(key, payload):
             new = fingerprint(payload) not in _seen_bodies
             _seen_bodies.add(fingerprint(payload))
         now = _time.time()
-        if new and now % 1 < 0.1:
+        if new and now % 1 < 0.4:
             _time.sleep(0.96 - now % 1)
     return _late_handle_pay(key, payload)
 `;
@@ -419,7 +421,9 @@ test("15: a keyless window read on whole seconds is not passed when the payment 
   const result = await gradeServer(beforeMain(serverSource('advanced/adv10-keyless-whole-second-both'), LATE_IN_ITS_SECOND), '15');
   assert.notEqual(result.status, 'pass', result.message);
   assert.equal(result.inconclusive, true, result.message);
-  assert.match(result.message, /^the machine was too slow to judge: the payment after the window was decided \d+ ms after the body's first request was sent/i);
+  // Said by this guard; on a loaded machine another timing of the round may be untold first
+  // (a request meant to fall inside the window answered after it): inconclusive either way.
+  assert.match(result.message, /^the machine was too slow to judge: (the payment after the window was decided \d+ ms after the body's first request was sent|a request meant to fall inside the window)/i);
 });
 
 /**
@@ -452,17 +456,22 @@ def handle_pay(key, payload):
 `;
 
 test("14: a payment sent at once that the server answers 503 after 1.5 s of its own busy work fails, beside four busy loops: a thread that gets its share of a loaded machine was not kept off a CPU", async () => {
-  // Four busy loops on this machine's cores, each in a session of its own (as other jobs on a
-  // runner are: with the kernel's autogroups, loops in this test's session would share one
-  // group's weight and hardly slow the server): the busy thread waits in the run queue for
-  // much of its time, yet gets a third of a CPU or so. Counted as starved, this 503 was excused.
-  const loops = Array.from({ length: 4 }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore', detached: true }));
+  // Two busy loops a core, each in a session of its own (as other jobs on a runner are: with
+  // the kernel's autogroups, loops in this test's session would share one group's weight and
+  // hardly slow the server): the busy thread waits in the run queue for much of its time,
+  // yet gets a third of a CPU or so. Counted as starved, this 503 was excused.
+  const loops: ChildProcess[] = [];
   try {
+    for (let i = 0; i < 2 * os.availableParallelism(); i++) {
+      const loop = spawn(process.execPath, ['-e', busyLoopSource(120_000)], { stdio: 'ignore', detached: true });
+      loop.on('error', () => undefined);
+      loops.push(loop);
+    }
     const result = await gradeServer(beforeMain(serverSource('advanced/reference'), BUSY_THEN_503), '14');
     assert.equal(result.status, 'fail', result.message);
     assert.match(result.message, /payments with keys of their own were sent at once; each must be charged and answered 201, but key .* got HTTP 503/);
   } finally {
-    for (const loop of loops) loop.kill('SIGKILL');
+    for (const loop of loops) if (loop.exitCode === null) loop.kill('SIGKILL');
   }
 });
 

@@ -146,3 +146,14 @@ export function killGroupIn(pid: number, dir: string): void {
     // already gone
   }
 }
+
+/**
+ * The source of a busy loop for `node -e` (a CPU kept busy, as another job on the machine):
+ * it ends itself once its parent is gone (checked every million turns, a millisecond or so),
+ * and after `forMs` ms when given, so that a loop spawned in a session of its own (out of
+ * reach of a signal to its parent's group) never outlives what started it.
+ */
+export function busyLoopSource(forMs?: number): string {
+  const end = forMs === undefined ? 'Infinity' : `Date.now()+${forMs}`;
+  return `const p=process.ppid,end=${end};for(let i=0;;i++){if((i&0xfffff)===0&&(process.ppid!==p||Date.now()>end))process.exit()}`;
+}
