@@ -154,6 +154,9 @@ export class ProviderGate {
   private readonly holds: HoldState[] = [];
   private readonly waiting = new Map<GateCharge, Waiting>();
   private readonly listeners = new Set<() => void>();
+  /** The until() waits not yet ended, each ended with false by close(). */
+  private readonly pendingUntils = new Set<(value: boolean) => void>();
+  private closed = false;
   /** Every database statement reported (IDEM_DB_GATE), in the order they came. */
   readonly statements: GateStatement[] = [];
   private readonly statementSockets = new Map<GateStatement, net.Socket>();
@@ -246,11 +249,12 @@ export class ProviderGate {
 
   /**
    * Waits until `seen` holds for the gate's charges (checked at once and on every report),
-   * at most `timeoutMs` ms.
-   * @returns true when it came to hold, false when the time ran out
+   * at most `timeoutMs` ms, or until the gate is closed.
+   * @returns true when it came to hold, false when the time ran out or the gate was closed first
    */
   until(seen: (charges: GateCharge[]) => boolean, timeoutMs: number): Promise<boolean> {
     if (seen(this.charges)) return Promise.resolve(true);
+    if (this.closed) return Promise.resolve(false);
     return new Promise((resolve) => {
       const check = () => {
         if (!seen(this.charges)) return;
@@ -260,9 +264,11 @@ export class ProviderGate {
       const done = (value: boolean) => {
         clearTimeout(timer);
         this.listeners.delete(check);
+        this.pendingUntils.delete(done);
         resolve(value);
       };
       this.listeners.add(check);
+      this.pendingUntils.add(done);
     });
   }
 
@@ -273,6 +279,9 @@ export class ProviderGate {
 
   /** Lets every waiting charge go on and holds nothing more; closes the socket and removes its folder. Never throws. */
   close(): void {
+    this.closed = true;
+    // A wait on a closed gate ends now, its timer with it (it would keep the process alive to its bound).
+    for (const done of [...this.pendingUntils]) done(false);
     for (const h of this.holds) h.released = true;
     for (const { socket } of this.waiting.values()) socket.destroy();
     this.waiting.clear();

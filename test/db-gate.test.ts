@@ -184,3 +184,14 @@ test("a transaction's end (\"ends\": true) goes at once, told late, unless the h
     gate.close();
   }
 });
+
+test('a wait on the gate (until) ends with false when the gate is closed, before its bound: no timer is left to keep the process alive', async () => {
+  const gate = await openGate();
+  const started = performance.now();
+  const waiting = gate.until(() => false, 30_000);
+  gate.close();
+  assert.equal(await waiting, false);
+  assert.ok(performance.now() - started < 15_000, 'ended by close, not by its 30 s bound');
+  assert.equal(await gate.until(() => false, 30_000), false, 'a wait begun on a closed gate ends at once');
+  assert.ok(performance.now() - started < 15_000, 'a wait begun on a closed gate ends at once, not by its bound');
+});
