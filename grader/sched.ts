@@ -169,6 +169,16 @@ export function starveWatch(watch: SchedWatch): { waitedMs(): number } {
  */
 export const LOW_SHARE = 0.1;
 
+/**
+ * How often a StarveMeter that counts only threads kept below LOW_SHARE looks, in ms: long
+ * enough that a thread given its fair share of a loaded machine is seen to run between two
+ * looks. The kernel may leave a runnable thread waiting a whole scheduling period (24 ms by
+ * default) before its turn: looked at every 25 ms, a thread with a quarter of a CPU (four busy
+ * loops, each in a session of its own, and two graded servers on two cores) was often seen
+ * to get nothing, and 06's pass guard took a correct server for starved.
+ */
+export const LOW_SHARE_EVERY_MS = 100;
+
 /** What a StarveMeter saw while a bound ran: how long the server was kept off a CPU, and the grader's own worst event-loop delay, both in ms. */
 export interface Starvation {
   /**
@@ -219,7 +229,7 @@ export function starvedVerdict(lag: { worstMs(): number }, starved: { waitedMs()
 /**
  * Measures starvation while a bound runs: from `delayMs` ms after it is made (0: at once;
  * a request answered sooner costs nothing but a timer) it samples the servers' threads every
- * `everyMs` ms (default 25) and times its own timer's lateness. `watch` undefined: only the
+ * `everyMs` ms (default 25; LOW_SHARE_EVERY_MS with lowShare) and times its own timer's lateness. `watch` undefined: only the
  * grader's lag is measured. The servers' processes are looked up again every 10 samples
  * (a starting server execs and forks). stop() ends it and returns what it saw; its timers
  * are unref'd (they never keep the process alive).
@@ -241,7 +251,7 @@ export class StarveMeter {
 
   /**
    * @param options.delayMs when the first sample is taken, in ms (default 0);
-   *   options.everyMs the time between samples, in ms (default 25);
+   *   options.everyMs the time between samples, in ms (default 25, or LOW_SHARE_EVERY_MS when lowShare is set);
    *   options.lowShare when set (0 to 1), only a thread that got less than this share of
    *   the time between two samples on a CPU counts as waiting, and the kernel's run-queue
    *   time is not used: threads of the server that spin and share the CPUs with each other
@@ -251,7 +261,7 @@ export class StarveMeter {
    */
   constructor(watch: SchedWatch | undefined, options: { delayMs?: number; everyMs?: number; lowShare?: number; lookUp?: boolean } = {}) {
     this.watch = watch?.available ? watch : undefined;
-    this.everyMs = options.everyMs ?? 25;
+    this.everyMs = options.everyMs ?? (options.lowShare === undefined ? 25 : LOW_SHARE_EVERY_MS);
     this.lowShare = options.lowShare;
     this.lookUp = options.lookUp ?? true;
     this.startTimes = this.lowShare === undefined ? (this.watch?.times() ?? new Map()) : new Map();
