@@ -5,9 +5,9 @@
  * times (default 100) and prints how many runs gave the verdict fixtures/matrix.ts (or
  * fixtures/advanced-matrix.ts) expects; a run the grader found inconclusive (the machine
  * too busy, exit 2) is counted apart, never as right. `--load N` keeps N busy loops running
- * meanwhile, each in a session of its own (default 0), `--disk N` N disk writers (default 0: each writes and fsyncs 8 MiB
- * files in a temporary folder, over and over), as on a loaded machine; they are stopped by
- * pid. `--jobs N` grades N runs at once (as `idem-lab grade --jobs N` does workspaces).
+ * meanwhile, each in a session of its own (default 0), `--disk N` N disk writers (default 0:
+ * each writes and fsyncs 8 MiB files in a temporary folder, over and over), as on a loaded
+ * machine; they are stopped by pid, and end themselves if the soak is killed. `--jobs N` grades N runs at once (as `idem-lab grade --jobs N` does workspaces).
  * Under each fixture it lists what the failures said (each kind with its count), so a
  * wrong fixture is seen to fail for its reason. Exit 0 when every count is full, 1 otherwise. Not part of `npm test`: it takes long.
  *
@@ -33,7 +33,7 @@ import { ADVANCED_MATRIX } from '../fixtures/advanced-matrix.js';
 import { racySteps } from '../fixtures/build.js';
 import { openWorkspace } from '../lab/workspace.js';
 import { ADVANCED_STEPS, STEPS } from '../steps/index.js';
-import { busyLoopSource, fixtureWorkspace } from '../test/support.js';
+import { busyLoopSource, diskWriterSource, fixtureWorkspace } from '../test/support.js';
 import { reasonText } from '../test/matrix/settle.js';
 
 /** What `npm run soak -- --help` prints, and a bad option gets with exit code 2. */
@@ -131,14 +131,12 @@ function soaked(): Array<{ name: string; expect: Record<string, string> }> {
 }
 
 const diskDir = fs.mkdtempSync(path.join(os.tmpdir(), 'idem-soak-disk-'));
-/** A disk writer: 8 MiB written and fsynced to one file of its own, over and over, until its parent is gone. */
-const DISK_WRITER = `const fs=require('fs');const p=process.ppid;const b=Buffer.alloc(8<<20,1);for(;;){if(process.ppid!==p)process.exit();const fd=fs.openSync(process.argv[1],'w');fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);}`;
 const busy: ChildProcess[] = [
   // Each in a session of its own, as other jobs on a runner are: with the kernel's
   // autogroups (sched_autogroup_enabled), loops left in the soak's session would share that
   // one group's weight with the grader and hardly slow the servers (stopped by pid on exit).
   ...Array.from({ length: values.list ? 0 : Number(values.load) }, () => spawn(process.execPath, ['-e', busyLoopSource()], { stdio: 'ignore', detached: true })),
-  ...Array.from({ length: values.list ? 0 : Number(values.disk) }, (_, i) => spawn(process.execPath, ['-e', DISK_WRITER, path.join(diskDir, `w${i}`)], { stdio: 'ignore', detached: true })),
+  ...Array.from({ length: values.list ? 0 : Number(values.disk) }, (_, i) => spawn(process.execPath, ['-e', diskWriterSource(), path.join(diskDir, `w${i}`)], { stdio: 'ignore', detached: true })),
 ];
 /** Stops the busy loops by pid, once; never throws. */
 const stopBusy = () => {

@@ -1,7 +1,7 @@
 import { CheckFailed } from './failure.js';
 import { starvedExchange } from './expect-http.js';
 import { Starved, STARVED_LAG_MS, startLagMonitor, type GateCharge, type GatePoint, type Hold } from './gate.js';
-import { starvedFor } from './sched.js';
+import { starvedError, starvedFor } from './sched.js';
 import { t } from '../i18n/index.js';
 import type { LiveContext } from './context.js';
 import type { PayRequest, Timeouts } from './http.js';
@@ -68,7 +68,7 @@ export async function chargeUnderWay(
     hold.release();
     const seen = meter.stop();
     if (pending.doneAt === undefined && lag.worstMs() >= STARVED_LAG_MS) throw new Starved(t('check.starved', { ms: Math.round(lag.worstMs()) }));
-    if (pending.doneAt === undefined && starvedFor(seen, boundMs)) throw new Starved(t('check.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
+    if (pending.doneAt === undefined && starvedFor(seen, boundMs)) throw starvedError(seen);
   } finally {
     meter.stop();
     lag.stop();

@@ -211,6 +211,15 @@ export function starvedFor(seen: Starvation, boundMs: number): boolean {
 }
 
 /**
+ * The Starved a StarveMeter's figures give (`seen`, in ms): said as the grader's own lag
+ * (check.starved) when that was the larger, else as the server's wait for a CPU
+ * (check.serverStarved). For a bound starvedFor(seen, bound) found starved.
+ */
+export function starvedError(seen: Starvation): Starved {
+  return seen.graderLagMs >= seen.serverWaitMs ? new Starved(t('check.starved', { ms: Math.round(seen.graderLagMs) })) : new Starved(t('check.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
+}
+
+/**
  * Whether a wait that ran long says more about the machine than the server: Inconclusive
  * (gate.ts Starved, check.starved) when the grader's own event loop lagged STARVED_LAG_MS or
  * more, or (check.serverStarved) when the server's threads waited `queueMs` ms or more in all

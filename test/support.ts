@@ -157,3 +157,11 @@ export function busyLoopSource(forMs?: number): string {
   const end = forMs === undefined ? 'Infinity' : `Date.now()+${forMs}`;
   return `const p=process.ppid,end=${end};for(let i=0;;i++){if((i&0xfffff)===0&&(process.ppid!==p||Date.now()>end))process.exit()}`;
 }
+
+/**
+ * The source of a disk writer for `node -e FILE` (a disk kept busy): 8 MiB written to FILE and
+ * fsynced, over and over, until its parent is gone (checked before each file), as busyLoopSource.
+ */
+export function diskWriterSource(): string {
+  return `const fs=require('fs');const p=process.ppid;const b=Buffer.alloc(8<<20,1);for(;;){if(process.ppid!==p)process.exit();const fd=fs.openSync(process.argv[1],'w');fs.writeSync(fd,b);fs.fsyncSync(fd);fs.closeSync(fd);}`;
+}

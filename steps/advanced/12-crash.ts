@@ -6,7 +6,7 @@ import { notReplayed, saysReplayed } from './09-replayed.js';
 import { waitUntilStill } from '../../grader/race.js';
 import { chargeUnderWay, sendPending, type Pending } from '../../grader/in-flight.js';
 import { linkTarget, paymentPath } from './14-state.js';
-import { SchedWatch, starvationFigures, starvedFor, starvedVerdict, starveWatch, type Starvation } from '../../grader/sched.js';
+import { SchedWatch, starvationFigures, starvedError, starvedFor, starvedVerdict, starveWatch, type Starvation } from '../../grader/sched.js';
 import { t } from '../../i18n/index.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { PayRequest } from '../../grader/http.js';
@@ -337,7 +337,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
 function starvedRetries(seen: Starvation, boundMs: number, last: Exchange | undefined): Starved | undefined {
   if (last?.starved) return starvedExchange(last);
   if (!starvedFor(seen, boundMs)) return undefined;
-  return seen.graderLagMs >= seen.serverWaitMs ? new Starved(t('check.starved', { ms: Math.round(seen.graderLagMs) })) : new Starved(t('check.serverStarved', { ms: Math.round(seen.serverWaitMs) }));
+  return starvedError(seen);
 }
 
 /**

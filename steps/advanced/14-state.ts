@@ -1,6 +1,6 @@
 import { CheckFailed, inPart } from '../../grader/failure.js';
 import { Starved, STARVED_LAG_MS } from '../../grader/gate.js';
-import { LOW_SHARE, starvationFigures, starvedFor } from '../../grader/sched.js';
+import { LOW_SHARE, starvationFigures, starvedError, starvedFor, type Starvation } from '../../grader/sched.js';
 import { expectReplay, expectStatus, paymentOf } from '../../grader/expect-http.js';
 import { responseJson } from '../../grader/http.js';
 import { listOf, t } from '../../i18n/index.js';
@@ -199,16 +199,16 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
   });
   const { connectMs, answerMs } = ctx.timeouts();
   let forced: Awaited<ReturnType<typeof sendForced>>;
+  let seen: Starvation;
+  let seenKeptOff: Starvation;
   try {
     forced = await sendForced(ctx, [server], sent, { lockstep: true, holds: [hold], timeouts: { connectMs, answerMs: answerMs + AT_ONCE_BOUND_MS } });
   } finally {
     // Stopped on every path: a meter left running keeps sampling for the process's life.
-    meter.stop();
-    keptOff.stop();
+    seen = meter.stop();
+    seenKeptOff = keptOff.stop();
   }
   const { exchanges: answers, waves = [], starvedWaves = 0 } = forced;
-  const seen = meter.stop();
-  const seenKeptOff = keptOff.stop();
   const wavesStarved = () => new Starved(t('check.race.wavesStarved', { name: t('step.14.atOnceName', { count: AT_ONCE }), count: starvedWaves, s: LOCKSTEP_BOUND_MS / 1000 }));
   // A payment answered 5xx or not at all, after a second or more, while a wave of its
   // statements was held past the lockstep's bound by a starved machine (or while the server
@@ -220,7 +220,7 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
     if (starvedWaves > 0) throw wavesStarved();
     // Or the server's threads were kept off a CPU for a quarter of the time that answer took:
     // a write thread starved before it reached a wave makes the same 503.
-    if (starvedFor(seenKeptOff, Math.max(...broken.map((answer) => answer.ms)))) throw new Starved(t('check.serverStarved', { ms: Math.round(seenKeptOff.serverWaitMs) }));
+    if (starvedFor(seenKeptOff, Math.max(...broken.map((answer) => answer.ms)))) throw starvedError(seenKeptOff);
   }
   answers.forEach((answer, i) =>
     expectStatus(answer, 201, t('step.14.atOnce', { count: AT_ONCE, key: JSON.stringify(sent[i].key), user: JSON.stringify(sent[i].body.user), status: String(answer.status ?? answer.error) }), t('step.14.atOnce.why')),
