@@ -8,17 +8,30 @@ import type { PayRequest, Timeouts } from './http.js';
 import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
 
-/** A request sent and not yet awaited, with the time it was sent and its answer came (performance.now(), ms) once it has. */
+/**
+ * A request sent and not yet awaited, with the time it was sent and its answer came
+ * (performance.now(), ms) once it has. `written` settles once the request is written to the
+ * kernel (the server can read it) or its connection failed: a grader whose event loop lags
+ * writes late, and a hold meant to give the server time with the request counts from then.
+ */
 export interface Pending {
   answer: Promise<Exchange>;
+  written: Promise<void>;
   sentAt: number;
   doneAt?: number;
 }
 
 /** Sends `req` to `server` without awaiting it (within `timeouts`, default LiveContext.timeouts()); the answer (or its failure, as an Exchange) comes in `answer`. */
 export function sendPending(ctx: LiveContext, server: ServerInstance, req: PayRequest, timeouts?: Timeouts): Pending {
-  const pending: Pending = { answer: ctx.pay(server, req, timeouts), sentAt: performance.now() };
-  void pending.answer.then(() => (pending.doneAt = performance.now()));
+  let told!: () => void;
+  const written = new Promise<void>((resolve) => (told = resolve));
+  const answer = ctx.paySimultaneously([server], [req], timeouts, told).then(([exchange]) => exchange);
+  const pending: Pending = { answer, written, sentAt: performance.now() };
+  // An answer (or a failure) comes only after the request was written, or without a connection.
+  void answer.then(() => {
+    pending.doneAt = performance.now();
+    told();
+  });
   return pending;
 }
 

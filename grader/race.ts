@@ -137,7 +137,10 @@ export interface StillWait {
   written?: Promise<unknown>;
   /** Once this settles (every answer in, say), the wait ends at once. */
   until?: Promise<unknown>;
-  /** How long to wait at least, from the call, in ms. */
+  /**
+   * How long to wait at least, in ms: from when `written` settled (a grader that lagged
+   * before its requests were written holds no less for it), or from the call without it.
+   */
   minMs: number;
   /** How long to wait at most past minMs, in ms. */
   boundMs: number;
@@ -151,15 +154,15 @@ export interface StillWait {
  * servers are still: no thread can run at two looks in a row, 25 ms apart (each request is
  * at its wait, or answered), but for threads that could run before the requests were
  * written and at every look since (a timer's busy sweep, a background job: they handle none
- * of them). At least `minMs` from the call, at most `boundMs` past it; ends at once when
- * `until` settles. Where /proc cannot tell, `minMs` from the call. A bound run out on a
+ * of them). At least `minMs` from when the requests were written (StillWait.minMs), at most
+ * `boundMs` past it; ends at once when `until` settles. Where /proc cannot tell, `minMs`
+ * from when they were written. A bound run out on a
  * server that kept a thread busy (its own doing) just ends the wait.
  * @throws Starved with `starved(seen)` when the bound ran out while the machine kept the
  *   servers off a CPU (or the grader lagged): the requests may not have reached their wait
  */
 export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[], wait: StillWait): Promise<void> {
-  const start = performance.now();
-  const until = start + wait.minMs + wait.boundMs;
+  let start = performance.now();
   // Only a thread kept off a CPU counts: a server that spins while it waits runs the bound out by its own doing.
   const meter = ctx.starveMeter(servers, { lowShare: LOW_SHARE });
   const watch = ctx.schedWatch(servers);
@@ -174,7 +177,11 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
   const pause = (ms: number) => delay(ms, undefined, { signal: stop.signal }).catch(() => undefined);
   try {
     // Every timer is cleared once the wait ends (stop, in finally): a check leaves no timer behind.
-    await Promise.race([wait.written ?? Promise.resolve(), pause(wait.minMs + wait.boundMs)]);
+    if (wait.written) {
+      await Promise.race([wait.written, pause(wait.minMs + wait.boundMs)]);
+      start = performance.now();
+    }
+    const until = start + wait.minMs + wait.boundMs;
     await pause(Math.max(0, start + wait.minMs - performance.now()));
     let still = 0;
     while (performance.now() < until) {

@@ -179,6 +179,19 @@ export const LOW_SHARE = 0.1;
  */
 export const LOW_SHARE_EVERY_MS = 100;
 
+/**
+ * The wait for a CPU per turn on one, in ms, from which a thread that had turns between two
+ * looks of a lowShare StarveMeter still counts as kept off a CPU (run-queue time grown over
+ * turns taken, /proc schedstat). A thread that polls (wakes every 20 ms, runs a millisecond,
+ * sleeps) can be seen runnable at two looks in a row with little CPU between them while it
+ * got every turn it asked for within a few ms: under four busy loops in sessions of their
+ * own on two cores, the reference's wait for a claim in flight had five turns between two
+ * looks 105 ms apart, 1.2 ms of wait each, and 06's pass guard took it for starved. A thread
+ * in a 1 ms a second cgroup waits most of a second a turn; one given its fair share of a
+ * loaded machine, a scheduling period or less (24 ms by default).
+ */
+export const LONG_TURN_WAIT_MS = 50;
+
 /** What a StarveMeter saw while a bound ran: how long the server was kept off a CPU, and the grader's own worst event-loop delay, both in ms. */
 export interface Starvation {
   /**
@@ -208,6 +221,19 @@ export function starvationFigures(seen: Starvation): { waited: number; lag: numb
 export function starvedFor(seen: Starvation, boundMs: number): boolean {
   const quarter = boundMs / 4;
   return seen.serverWaitMs >= quarter || seen.graderLagMs >= Math.min(quarter, 1000);
+}
+
+/**
+ * Whether a hold meant to give a server `holdMs` ms with a request in hand (counted from when
+ * the request was written: waitUntilStill's `written`) may have given it less: its threads
+ * waited for a CPU a quarter of the hold or more, or the grader's own event loop lagged
+ * STARVED_LAG_MS (1 s) or more (its meter could not look). Unlike starvedFor, a shorter lag
+ * of the grader does not count: once the request is written, it only makes the hold longer.
+ * For a pass seen while a hold ran (06's retry on another instance); a bound that ran out is
+ * starvedFor's.
+ */
+export function starvedWhileHeld(seen: Starvation, holdMs: number): boolean {
+  return seen.serverWaitMs >= holdMs / 4 || seen.graderLagMs >= STARVED_LAG_MS;
 }
 
 /**
@@ -247,7 +273,7 @@ export class StarveMeter {
   private readonly watch: SchedWatch | undefined;
   private readonly everyMs: number;
   private readonly startTimes: Map<string, { cpuMs: number; waitMs: number }>;
-  private last: { at: number; threads: Map<string, { state: string; cpuMs: number }> } | undefined;
+  private last: { at: number; threads: Map<string, ThreadState> } | undefined;
   private sampled = 0;
   private serverWaitMs = 0;
   private graderLagMs = 0;
@@ -262,9 +288,11 @@ export class StarveMeter {
    * @param options.delayMs when the first sample is taken, in ms (default 0);
    *   options.everyMs the time between samples, in ms (default 25, or LOW_SHARE_EVERY_MS when lowShare is set);
    *   options.lowShare when set (0 to 1), only a thread that got less than this share of
-   *   the time between two samples on a CPU counts as waiting, and the kernel's run-queue
-   *   time is not used: threads of the server that spin and share the CPUs with each other
-   *   (a busy wait, its own doing) are not taken for starved, a thread kept off a CPU is;
+   *   the time between two samples on a CPU, and no turn on one or turns that each waited
+   *   LONG_TURN_WAIT_MS or more, counts as waiting, and the kernel's run-queue time is not
+   *   summed: threads of the server that spin and share the CPUs with each other (a busy
+   *   wait, its own doing) or poll (short turns, each soon given) are not taken for starved,
+   *   a thread kept off a CPU is;
    *   options.lookUp false: the servers' processes are not looked up again (the watch's
    *   owner refreshes it), default true
    */
@@ -299,8 +327,15 @@ export class StarveMeter {
       const dt = at - this.last.at;
       for (const [id, now] of threads) {
         const before = this.last.threads.get(id);
-        const ran = before ? now.cpuMs - before.cpuMs : 0;
-        if (before && before.state === 'R' && now.state === 'R' && (this.lowShare === undefined || ran < this.lowShare * dt)) this.serverWaitMs += Math.max(0, dt - ran);
+        if (!before || before.state !== 'R' || now.state !== 'R') continue;
+        const ran = now.cpuMs - before.cpuMs;
+        if (this.lowShare !== undefined) {
+          if (ran >= this.lowShare * dt) continue;
+          // Turns taken between the looks, each soon after it was asked for: a thread that polls, not one kept off.
+          const turns = now.turns - before.turns;
+          if (turns > 0 && (now.waitMs - before.waitMs) / turns < LONG_TURN_WAIT_MS) continue;
+        }
+        this.serverWaitMs += Math.max(0, dt - ran);
       }
     }
     this.last = { at, threads };
@@ -323,15 +358,23 @@ export class StarveMeter {
   }
 }
 
-/** Every live thread of the watched servers: its state letter and CPU time so far in ms (schedstat). */
-function threadStates(watch: SchedWatch): Map<string, { state: string; cpuMs: number }> {
-  const out = new Map<string, { state: string; cpuMs: number }>();
+/** One look at a thread: its state letter (/proc stat), and from /proc schedstat its time so far on a CPU and waiting on a run queue, in ms, and its turns on a CPU. */
+interface ThreadState {
+  state: string;
+  cpuMs: number;
+  waitMs: number;
+  turns: number;
+}
+
+/** Every live thread of the watched servers, by `pid/tid`. */
+function threadStates(watch: SchedWatch): Map<string, ThreadState> {
+  const out = new Map<string, ThreadState>();
   for (const pid of watch.pidList()) {
     for (const tid of threadsOf(pid)) {
       try {
         const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        const cpuNs = Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-        out.set(`${pid}/${tid}`, { state: stat.charAt(stat.lastIndexOf(')') + 2), cpuMs: cpuNs / 1e6 });
+        const [cpuNs, waitNs, turns] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
+        out.set(`${pid}/${tid}`, { state: stat.charAt(stat.lastIndexOf(')') + 2), cpuMs: cpuNs / 1e6, waitMs: waitNs / 1e6, turns });
       } catch {
         // the thread ended
       }

@@ -16,6 +16,8 @@ import path from 'node:path';
 import { afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { grade } from '../grader/engine.js';
+import { LiveContext } from '../grader/context.js';
+import { STARVED_LAG_MS } from '../grader/gate.js';
 import { DEFAULT_COMMAND, runningServerCount, resolveInterpreter } from '../grader/server.js';
 import { FIXTURES_DIR, serverSource } from '../fixtures/build.js';
 import { LAB_DIR } from '../lab/paths.js';
@@ -390,6 +392,64 @@ test("06: when the retry on another instance is kept off the CPU past the hold's
   assert.equal(result.status, 'error', result.message);
   assert.equal(result.inconclusive, true);
   assert.match(result.message, /^inconclusive: while the first request's charge on [A-Z] was held, the retry sent to [A-Z] was neither answered nor at its wait within 5\.0 s, and meanwhile the servers waited \d+ ms for a CPU/);
+});
+
+/**
+ * Blocks the grader's event loop for `ms` ms between the start of 06's hold on another
+ * instance and the write of its retry, on every try: each request sent alone to C and told
+ * when it is written (sendPending's) goes only after a turn of the loop spent busy, as by a
+ * grader that lagged there. Returns a restore() that says how many times the lag was made.
+ */
+function lagBeforeRetryWritten(ms: number): () => number {
+  const original = LiveContext.prototype.paySimultaneously;
+  let made = 0;
+  LiveContext.prototype.paySimultaneously = function (this: LiveContext, servers, requests, timeouts, onWritten) {
+    if (!onWritten || servers.length !== 1 || servers[0].label !== 'C') return original.call(this, servers, requests, timeouts, onWritten);
+    made++;
+    // After the caller went on to its hold (setImmediate), the loop is held busy, then the request goes.
+    return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      const end = performance.now() + ms;
+      while (performance.now() < end);
+      return original.call(this, servers, requests, timeouts, onWritten);
+    });
+  };
+  return () => {
+    LiveContext.prototype.paySimultaneously = original;
+    return made;
+  };
+}
+
+/** A lag of the grader's loop past the pass guard's quarter of the hold (starvedFor's), short of STARVED_LAG_MS. */
+const RETRY_WRITE_LAG_MS = 900;
+
+test("06: a grader that lags before it writes the retry on another instance holds the first charge no less for it: the reference passes, not inconclusive", async () => {
+  assert.ok(RETRY_WRITE_LAG_MS >= IN_FLIGHT_HOLD_MS / 4 && RETRY_WRITE_LAG_MS < STARVED_LAG_MS);
+  const restore = lagBeforeRetryWritten(RETRY_WRITE_LAG_MS);
+  let result: StepResult;
+  try {
+    result = await grade06(serverSource('reference'));
+  } finally {
+    assert.ok(restore() > 0, 'the lag was made before the retry on C was written');
+  }
+  // Without the fix (any lag of a quarter of the hold made the pass inconclusive): inconclusive.
+  assert.equal(result.status, 'pass', result.message);
+});
+
+test("06: a grader that lags before it writes the retry on another instance still holds the first charge the whole hold after the write: a claim taken over after 1.5 s charges twice and fails", async () => {
+  const leaseS = 1.5;
+  assert.ok(leaseS * 1000 + 300 < IN_FLIGHT_HOLD_MS && leaseS * 1000 > IN_FLIGHT_HOLD_MS - RETRY_WRITE_LAG_MS, 'taken over within a hold counted from the write, not within one counted from before the lag');
+  const source = serverSource('inflight-foreign-lease');
+  assert.ok(source.includes('FOREIGN_LEASE_S = 0.3'));
+  const restore = lagBeforeRetryWritten(RETRY_WRITE_LAG_MS);
+  let result: StepResult;
+  try {
+    result = await grade06(source.replace('FOREIGN_LEASE_S = 0.3', `FOREIGN_LEASE_S = ${leaseS}`));
+  } finally {
+    assert.ok(restore() > 0, 'the lag was made before the retry on C was written');
+  }
+  // Without the fix (the hold counted from before the lag): C had 1.1 s with the claim and was inconclusive.
+  assert.equal(result.status, 'fail', result.message);
+  assert.match(result.message, /A retry on another instance while the first request still charges: charge\(\) ran 2 times/);
 });
 
 /**

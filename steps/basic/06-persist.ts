@@ -6,7 +6,7 @@ import { describeRequest, expectCharges, expectReplay, expectRows, expectStatus,
 import { LOCK_HOLD_MS, RACE_SIZE, judgedBeforeStarved, raceRound, waitUntilStill } from '../../grader/race.js';
 import { chargeUnderWay, sendPending } from '../../grader/in-flight.js';
 import { Starved } from '../../grader/gate.js';
-import { LOW_SHARE, starvationFigures, starvedFor, type Starvation } from '../../grader/sched.js';
+import { LOW_SHARE, starvationFigures, starvedWhileHeld, type Starvation } from '../../grader/sched.js';
 import type { Step } from '../../grader/track.js';
 import type { CheckDatabase, LiveContext } from '../../grader/context.js';
 import type { Exchange } from '../../grader/types.js';
@@ -134,7 +134,8 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
  * A retry on another instance while the first request still charges: B pays and the grader
  * holds its charge at the provider's gate once the money moved (chargeUnderWay); the same
  * request then goes to C. The hold lasts until C answered or both servers are still (C's
- * retry at its wait: a poll, a lock), at least IN_FLIGHT_HOLD_MS and at most
+ * retry at its wait: a poll, a lock), at least IN_FLIGHT_HOLD_MS from when the retry was
+ * written (a grader that lagged before it wrote holds no less for it) and at most
  * IN_FLIGHT_STILL_BOUND_MS more; B's request gets that much longer to be answered. C must
  * neither charge nor record the payment again: it waits and replays B's answer, or answers
  * 409; one charge and one ledger row. A claim that only the process that made it trusts
@@ -146,7 +147,8 @@ async function restartAndShare(ctx: LiveContext, started: Promise<ServerInstance
  *   that does not report there), or a second charge, a second ledger row or a wrong answer
  *   was seen; Starved when the servers or the grader were kept off a CPU while the charge
  *   was held (C's retry neither answered nor at its wait within the bound, or a pass seen
- *   while starved: C may not have looked at the claim yet), or as chargeUnderWay; what was
+ *   while C waited for a CPU or the grader could not look: sched.ts starvedWhileHeld; C may
+ *   not have looked at the claim yet), or as chargeUnderWay; what was
  *   seen is judged first, a second charge is evidence still
  */
 async function inFlightElsewhere(ctx: LiveContext, b: ServerInstance, c: ServerInstance): Promise<void> {
@@ -171,7 +173,7 @@ async function inFlightElsewhere(ctx: LiveContext, b: ServerInstance, c: ServerI
     t('step.06.inFlightStarved', { server: b.label, other: c.label, s: ((IN_FLIGHT_HOLD_MS + IN_FLIGHT_STILL_BOUND_MS) / 1000).toFixed(1), ...starvationFigures(seen) });
   const retry = sendPending(ctx, c, req);
   try {
-    await waitUntilStill(ctx, [b, c], { until: retry.answer, minMs: IN_FLIGHT_HOLD_MS, boundMs: IN_FLIGHT_STILL_BOUND_MS, starved: starvedText });
+    await waitUntilStill(ctx, [b, c], { written: retry.written, until: retry.answer, minMs: IN_FLIGHT_HOLD_MS, boundMs: IN_FLIGHT_STILL_BOUND_MS, starved: starvedText });
   } catch (err) {
     if (!(err instanceof Starved)) throw err;
     heldStarved = err;
@@ -189,7 +191,7 @@ async function inFlightElsewhere(ctx: LiveContext, b: ServerInstance, c: ServerI
   paymentOf(first);
   if (again.status !== 409) expectReplay(first, again, why);
   const seen = meter.stop();
-  if (starvedFor(seen, IN_FLIGHT_HOLD_MS)) {
+  if (starvedWhileHeld(seen, IN_FLIGHT_HOLD_MS)) {
     throw new Starved(t('step.06.inFlightPassStarved', { server: b.label, other: c.label, ...starvationFigures(seen) }));
   }
 }
