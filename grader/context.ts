@@ -595,8 +595,9 @@ export class LiveContext {
    * itself runs (a wait for a server's timer, say); stop() returns what was seen (sched.ts
    * Starvation, in ms), to be judged with starvedFor(seen, boundMs): a bound that ran out
    * while starved says nothing about the server (throw gate.ts Starved then).
-   * `options.lowShare`: count only threads kept below that share of a CPU (sched.ts
-   * LOW_SHARE), for a bound that a server's own busy thread may run out too.
+   * `options.lowShare`: count only threads kept below that share of a CPU whose turns on one
+   * were long in coming (sched.ts LOW_SHARE, LONG_TURN_WAIT_MS), for a bound that a server's
+   * own busy or polling thread may run out too.
    */
   starveMeter(servers: ServerInstance[], options: { lowShare?: number } = {}): { stop(): Starvation } {
     const meter = this.meter(servers, options);

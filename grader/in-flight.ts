@@ -10,9 +10,11 @@ import type { Exchange } from './types.js';
 
 /**
  * A request sent and not yet awaited, with the time it was sent and its answer came
- * (performance.now(), ms) once it has. `written` settles once the request is written to the
- * kernel (the server can read it) or its connection failed: a grader whose event loop lags
- * writes late, and a hold meant to give the server time with the request counts from then.
+ * (performance.now(), ms) once it has. `written` settles once the request's socket has
+ * written bytes (http.ts sendSimultaneously's onWritten: polled every ms, so within a turn
+ * of the loop of the write), or its connection failed, or its answer came, or at the latest
+ * after the connect limit: a grader whose event loop lags writes late, and a hold meant to
+ * give the server time with the request counts from then. Never rejects.
  */
 export interface Pending {
   answer: Promise<Exchange>;
@@ -21,7 +23,12 @@ export interface Pending {
   doneAt?: number;
 }
 
-/** Sends `req` to `server` without awaiting it (within `timeouts`, default LiveContext.timeouts()); the answer (or its failure, as an Exchange) comes in `answer`. */
+/**
+ * Sends `req` to `server` without awaiting it (within `timeouts`, default
+ * LiveContext.timeouts()), as LiveContext.paySimultaneously sends one request (recorded and
+ * judged for starvation as LiveContext.pay's); the answer (or its failure, as an Exchange)
+ * comes in `answer`, and `written` tells when it went.
+ */
 export function sendPending(ctx: LiveContext, server: ServerInstance, req: PayRequest, timeouts?: Timeouts): Pending {
   let told!: () => void;
   const written = new Promise<void>((resolve) => (told = resolve));

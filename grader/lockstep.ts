@@ -16,8 +16,9 @@
  * the grader) and nothing can run for QUIET_MS, the wave goes anyway; and a wave never
  * waits more than BOUND_MS (a server that spins). Those bounds never decide a verdict:
  * they only make an interleaving less forced. A wave that BOUND_MS let go while the
- * machine kept a server's thread off a CPU (below a tenth of one, sched.ts LOW_SHARE: a
- * server's own busy threads sharing the CPUs are not starved), or the grader lagged, is
+ * machine kept a server's thread off a CPU (below a tenth of one, and its turns long in
+ * coming: sched.ts LOW_SHARE, LONG_TURN_WAIT_MS; a server's own busy threads sharing the
+ * CPUs, or a poll loop's, are not starved), or the grader lagged, is
  * counted in `starvedWaves`: the round forced less than it meant to, not by the server's
  * doing, and a caller that would pass the round reports it inconclusive instead.
  * Servers that do not speak the gate report no statement: lockstep does nothing to them.

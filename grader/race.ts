@@ -10,7 +10,7 @@ import type { ServerInstance } from './server.js';
 import type { Exchange } from './types.js';
 import type { TestData } from './seed.js';
 import { BOUND_MS as LOCKSTEP_BOUND_MS, type Lockstep } from './lockstep.js';
-import { LOW_SHARE, starvationFigures, starvedFor, type Starvation } from './sched.js';
+import { LOW_SHARE, starvationFigures, starvedFor, starvedWhileHeld, type Starvation } from './sched.js';
 import { Starved } from './gate.js';
 
 /** Requests per race round: the lab sheet's ten simultaneous requests. */
@@ -159,7 +159,9 @@ export interface StillWait {
  * from when they were written. A bound run out on a
  * server that kept a thread busy (its own doing) just ends the wait.
  * @throws Starved with `starved(seen)` when the bound ran out while the machine kept the
- *   servers off a CPU (or the grader lagged): the requests may not have reached their wait
+ *   servers off a CPU (or the grader lagged: a second or more once the requests were
+ *   written, sched.ts starvedWhileHeld; a quarter of the bound without `written`): the
+ *   requests may not have reached their wait
  */
 export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[], wait: StillWait): Promise<void> {
   let start = performance.now();
@@ -178,8 +180,9 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
   try {
     // Every timer is cleared once the wait ends (stop, in finally): a check leaves no timer behind.
     if (wait.written) {
-      await Promise.race([wait.written, pause(wait.minMs + wait.boundMs)]);
-      start = performance.now();
+      // Counted from the write only when it came: never written within the whole wait, the bound has run out.
+      const written = await Promise.race([wait.written.then(() => true), pause(wait.minMs + wait.boundMs).then(() => false)]);
+      if (written) start = performance.now();
     }
     const until = start + wait.minMs + wait.boundMs;
     await pause(Math.max(0, start + wait.minMs - performance.now()));
@@ -196,8 +199,10 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
     }
     if (ended) return;
     const seen = meter.stop();
-    // A bound of nothing (the caller had no time left to wait) says nothing either way.
-    if (wait.boundMs > 0 && starvedFor(seen, wait.boundMs)) throw new Starved(wait.starved(seen));
+    // A bound of nothing (the caller had no time left to wait) says nothing either way. Once
+    // the requests were written, a lag of the grader's only made the wait longer.
+    const starved = wait.written ? starvedWhileHeld(seen, wait.boundMs) : starvedFor(seen, wait.boundMs);
+    if (wait.boundMs > 0 && starved) throw new Starved(wait.starved(seen));
   } finally {
     stop.abort();
     meter.stop();

@@ -180,17 +180,20 @@ export const LOW_SHARE = 0.1;
 export const LOW_SHARE_EVERY_MS = 100;
 
 /**
- * The wait for a CPU per turn on one, in ms, from which a thread that had turns between two
- * looks of a lowShare StarveMeter still counts as kept off a CPU (run-queue time grown over
- * turns taken, /proc schedstat). A thread that polls (wakes every 20 ms, runs a millisecond,
- * sleeps) can be seen runnable at two looks in a row with little CPU between them while it
- * got every turn it asked for within a few ms: under four busy loops in sessions of their
- * own on two cores, the reference's wait for a claim in flight had five turns between two
- * looks 105 ms apart, 1.2 ms of wait each, and 06's pass guard took it for starved. A thread
- * in a 1 ms a second cgroup waits most of a second a turn; one given its fair share of a
- * loaded machine, a scheduling period or less (24 ms by default).
+ * The wait for a CPU per turn on one, on average, in ms, from which a thread that had turns
+ * between two looks of a lowShare StarveMeter still counts as kept off a CPU (its run-queue
+ * time grown over its turns taken, /proc schedstat). A thread that polls (wakes every 20 ms,
+ * runs a millisecond, sleeps) or yields can be seen runnable at two looks in a row with
+ * little CPU between them while it got every turn it asked for within a few ms: under four
+ * busy loops in sessions of their own on two cores, the reference's wait for a claim in
+ * flight had five turns between two looks 105 ms apart, 1.2 ms of wait each, and 06's pass
+ * guard took it for starved. A thread that shares its CPU with n others waits about n turns
+ * of theirs (a few ms each: the kernel's base slice is 0.75 ms times 1 + log2 of the CPUs)
+ * and gets a share of 1 / (n + 1): at 15 ms, a share of about a tenth (LOW_SHARE), as the
+ * share rule. A thread throttled by a cgroup's quota (1 ms a second; 5 ms every 100 ms)
+ * waits most of the quota's period for each first turn in it.
  */
-export const LONG_TURN_WAIT_MS = 50;
+export const LONG_TURN_WAIT_MS = 15;
 
 /** What a StarveMeter saw while a bound ran: how long the server was kept off a CPU, and the grader's own worst event-loop delay, both in ms. */
 export interface Starvation {
@@ -199,7 +202,8 @@ export interface Starvation {
    * larger of what the kernel's run-queue time says (/proc schedstat, counted only once a
    * waiting thread runs again) and what samples say (a thread seen runnable, state R, at two
    * samples in a row whose CPU time grew by less than the time between them: throttled or
-   * queued, not yet run). A thread that sleeps (on a lock, a socket, a timer) or is stopped
+   * queued, not yet run; with lowShare, only under that share and with no turn on a CPU or
+   * turns that waited LONG_TURN_WAIT_MS on average, and no run-queue sum). A thread that sleeps (on a lock, a socket, a timer) or is stopped
    * (state T: SIGSTOP, a debugger) waits for no CPU: a stopped server is its own doing.
    */
   serverWaitMs: number;
@@ -229,8 +233,8 @@ export function starvedFor(seen: Starvation, boundMs: number): boolean {
  * waited for a CPU a quarter of the hold or more, or the grader's own event loop lagged
  * STARVED_LAG_MS (1 s) or more (its meter could not look). Unlike starvedFor, a shorter lag
  * of the grader does not count: once the request is written, it only makes the hold longer.
- * For a pass seen while a hold ran (06's retry on another instance); a bound that ran out is
- * starvedFor's.
+ * For a pass seen while a hold ran (06's retry on another instance), and a wait's bound run
+ * out after its requests were written (waitUntilStill); other bounds are starvedFor's.
  */
 export function starvedWhileHeld(seen: Starvation, holdMs: number): boolean {
   return seen.serverWaitMs >= holdMs / 4 || seen.graderLagMs >= STARVED_LAG_MS;
@@ -288,8 +292,8 @@ export class StarveMeter {
    * @param options.delayMs when the first sample is taken, in ms (default 0);
    *   options.everyMs the time between samples, in ms (default 25, or LOW_SHARE_EVERY_MS when lowShare is set);
    *   options.lowShare when set (0 to 1), only a thread that got less than this share of
-   *   the time between two samples on a CPU, and no turn on one or turns that each waited
-   *   LONG_TURN_WAIT_MS or more, counts as waiting, and the kernel's run-queue time is not
+   *   the time between two samples on a CPU, and no turn on one or turns that waited
+   *   LONG_TURN_WAIT_MS or more on average, counts as waiting, and the kernel's run-queue time is not
    *   summed: threads of the server that spin and share the CPUs with each other (a busy
    *   wait, its own doing) or poll (short turns, each soon given) are not taken for starved,
    *   a thread kept off a CPU is;

@@ -29,6 +29,8 @@ import { LOCK_HOLD_MS, LOCK_STILL_BOUND_MS } from '../grader/race.js';
 import { BOUND_MS as LOCKSTEP_BOUND_MS } from '../grader/lockstep.js';
 import { LIVE_HOLD_MS, LIVE_LOCK_MARGIN_S, LIVE_STILL_BOUND_MS, LIVE_WINDOWS_MS } from '../steps/advanced/12-crash.js';
 import { IN_FLIGHT_HOLD_MS, IN_FLIGHT_STILL_BOUND_MS } from '../steps/basic/06-persist.js';
+import { gradedTtlS } from '../steps/advanced/11-expiry.js';
+import { saysReplayed } from '../steps/advanced/09-replayed.js';
 import type { StepResult } from '../grader/types.js';
 import { busyLoopSource, serversUnder, tempDir } from './support.js';
 
@@ -395,6 +397,63 @@ test("06: when the retry on another instance is kept off the CPU past the hold's
 });
 
 /**
+ * Blocks the grader's event loop for `ms` ms after every answer on server A that says it is a
+ * replay (step 09's header): as a grader whose timer to the record's expiry then fires late,
+ * in every try of the step (a try made again sends the same keys to a new database).
+ * Returns a restore() that says how many times it blocked.
+ */
+function lagAfterReplay(ms: number): () => number {
+  const original = LiveContext.prototype.pay;
+  let made = 0;
+  LiveContext.prototype.pay = async function (this: LiveContext, server, req, timeouts) {
+    const answer = await original.call(this, server, req, timeouts);
+    if (server.label === 'A' && answer.status === 201 && saysReplayed(answer)) {
+      made++;
+      blockLoop(ms);
+    }
+    return answer;
+  };
+  return () => {
+    LiveContext.prototype.pay = original;
+    return made;
+  };
+}
+
+test("11: a TTL that slides from the last replay is not passed when the grader's first request after the expiry went out a TTL or more after the replay: inconclusive", async () => {
+  // The step's TTL is gradedTtlS() (1 s with the default IDEM_CHARGE_MS); the grader lags
+  // past it once the replay is answered. Without the guard this wrong server passed.
+  const restore = lagAfterReplay(gradedTtlS() * 1000 + 300);
+  let result: StepResult;
+  try {
+    result = await gradeServer(serverSource('advanced/adv5-expiry-sliding'), '11');
+  } finally {
+    assert.ok(restore() > 0, 'the grader lagged after a replay on A');
+  }
+  assert.notEqual(result.status, 'pass', result.message);
+  assert.equal(result.inconclusive, true, result.message);
+  assert.match(result.message, /the first request after the record expired went out \d+ ms after the replay within the TTL of \d+ s/);
+});
+
+/** The advanced reference's take-over of an abandoned claim, made to starve its thread for ever first (alone in the 1 ms a second cgroup). */
+const TAKE_OVER_STARVES = `
+_take_over_before = take_over
+def take_over(conn, record, stale_at):
+    _starve_thread()
+    return _take_over_before(conn, record, stale_at)
+`;
+
+test("12: when the take-over of a crashed request's claim is kept off the CPU (its thread alone in the 1 ms a second cgroup), the retries that found the key in flight are inconclusive, not 'stuck'", { skip: cgroup === undefined && 'needs root and a cgroup v1 cpu controller' }, async () => {
+  cgroup!.throttle();
+  const source = beforeMain(serverSource('advanced/reference'), starveThreadPy() + TAKE_OVER_STARVES);
+  assert.match(source, /def take_over\(conn, record, stale_at\):\n    _starve_thread\(\)/);
+  const result = await gradeServer(source, '12');
+  // Without starvedRetries: fail, "the retries were still answered 409 (or not at all) after ...".
+  assert.equal(result.status, 'error', result.message);
+  assert.equal(result.inconclusive, true);
+  assert.match(result.message, /POST \/pay to server [BHK] with key "[^"]+" got no answer within [\d.]+ s while the server was kept off a CPU/);
+});
+
+/**
  * Blocks the grader's event loop for `ms` ms between the start of 06's hold on another
  * instance and the write of its retry, on every try: each request sent alone to C and told
  * when it is written (sendPending's) goes only after a turn of the loop spent busy, as by a
@@ -422,7 +481,7 @@ function lagBeforeRetryWritten(ms: number): () => number {
 /** A lag of the grader's loop past the pass guard's quarter of the hold (starvedFor's), short of STARVED_LAG_MS. */
 const RETRY_WRITE_LAG_MS = 900;
 
-test("06: a grader that lags before it writes the retry on another instance holds the first charge no less for it: the reference passes, not inconclusive", async () => {
+test("06: a lag of the grader's under a second, before it writes the retry on another instance, does not void the reference's pass: passed, not inconclusive", async () => {
   assert.ok(RETRY_WRITE_LAG_MS >= IN_FLIGHT_HOLD_MS / 4 && RETRY_WRITE_LAG_MS < STARVED_LAG_MS);
   const restore = lagBeforeRetryWritten(RETRY_WRITE_LAG_MS);
   let result: StepResult;
@@ -435,8 +494,8 @@ test("06: a grader that lags before it writes the retry on another instance hold
   assert.equal(result.status, 'pass', result.message);
 });
 
-test("06: a grader that lags before it writes the retry on another instance still holds the first charge the whole hold after the write: a claim taken over after 1.5 s charges twice and fails", async () => {
-  const leaseS = 1.5;
+test("06: a grader that lags before it writes the retry on another instance still holds the first charge the whole hold after the write: a claim taken over after 1.3 s charges twice and fails", async () => {
+  const leaseS = 1.3;
   assert.ok(leaseS * 1000 + 300 < IN_FLIGHT_HOLD_MS && leaseS * 1000 > IN_FLIGHT_HOLD_MS - RETRY_WRITE_LAG_MS, 'taken over within a hold counted from the write, not within one counted from before the lag');
   const source = serverSource('inflight-foreign-lease');
   assert.ok(source.includes('FOREIGN_LEASE_S = 0.3'));
@@ -447,7 +506,7 @@ test("06: a grader that lags before it writes the retry on another instance stil
   } finally {
     assert.ok(restore() > 0, 'the lag was made before the retry on C was written');
   }
-  // Without the fix (the hold counted from before the lag): C had 1.1 s with the claim and was inconclusive.
+  // Without the fix (the hold counted from before the lag): C had 1.1 s with the claim, took nothing over and passed.
   assert.equal(result.status, 'fail', result.message);
   assert.match(result.message, /A retry on another instance while the first request still charges: charge\(\) ran 2 times/);
 });

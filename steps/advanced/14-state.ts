@@ -187,7 +187,7 @@ async function paymentsAtOnce(ctx: LiveContext, server: ServerInstance): Promise
   // Whether every charge had moved the money within the bound (the interleaving was forced),
   // and how starved the server was meanwhile: a bound run out on a busy machine forced nothing.
   const meter = ctx.starveMeter([server]);
-  // Whether the server's threads were kept off a CPU (under a tenth of one): what excuses a
+  // Whether the server's threads were kept off a CPU (under a tenth of one, turns long in coming): what excuses a
   // 5xx. A thread that got its share of a loaded machine (a busy wait of its own beside four
   // busy loops, say) was not kept off; the run-queue time the meter above counts would take
   // it for starved.
