@@ -130,12 +130,8 @@ export class SchedWatch {
     const out = new Map<string, { cpuMs: number; waitMs: number }>();
     for (const pid of this.pids) {
       for (const tid of threadsOf(pid)) {
-        try {
-          const [onCpu, onQueue] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
-          if (Number.isFinite(onCpu) && Number.isFinite(onQueue)) out.set(`${pid}/${tid}`, { cpuMs: onCpu / 1e6, waitMs: onQueue / 1e6 });
-        } catch {
-          // the thread ended
-        }
+        const stat = schedstatOf(pid, tid);
+        if (stat) out.set(`${pid}/${tid}`, { cpuMs: stat.cpuMs, waitMs: stat.waitMs });
       }
     }
     return out.size > 0 ? out : undefined;
@@ -370,6 +366,19 @@ interface ThreadState {
   turns: number;
 }
 
+/**
+ * A thread's /proc schedstat: its time so far on a CPU and waiting on a run queue for one, in
+ * ms, and its turns on a CPU; undefined when the thread ended or the file says otherwise.
+ */
+function schedstatOf(pid: number, tid: number): { cpuMs: number; waitMs: number; turns: number } | undefined {
+  try {
+    const [cpuNs, waitNs, turns] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
+    return [cpuNs, waitNs, turns].every(Number.isFinite) ? { cpuMs: cpuNs / 1e6, waitMs: waitNs / 1e6, turns } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Every live thread of the watched servers, by `pid/tid`. */
 function threadStates(watch: SchedWatch): Map<string, ThreadState> {
   const out = new Map<string, ThreadState>();
@@ -377,8 +386,8 @@ function threadStates(watch: SchedWatch): Map<string, ThreadState> {
     for (const tid of threadsOf(pid)) {
       try {
         const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        const [cpuNs, waitNs, turns] = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ').map(Number);
-        out.set(`${pid}/${tid}`, { state: stat.charAt(stat.lastIndexOf(')') + 2), cpuMs: cpuNs / 1e6, waitMs: waitNs / 1e6, turns });
+        const sched = schedstatOf(pid, tid);
+        if (sched) out.set(`${pid}/${tid}`, { state: stat.charAt(stat.lastIndexOf(')') + 2), ...sched });
       } catch {
         // the thread ended
       }

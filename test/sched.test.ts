@@ -24,15 +24,23 @@ const READY_BOUND_MS = 20_000;
 /**
  * Python for a process group on one CPU (the first it may use): its leader forks a busy loop
  * (the same session, so the same autogroup: one weight shared by both), then runs `leader`
- * (Python statements).
+ * (Python statements that end in a call of forever(step)). Each ends itself once its parent
+ * is gone (checked every 100 rounds: a yield beside the busy loop may take a slice of it),
+ * as busyLoopSource: a test killed before its `finally` leaves nothing.
  */
 function pinnedPair(leader: string): string {
   return [
     'import os, sys',
     'os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})',
-    'if os.fork() == 0:',
+    'def forever(step):',
+    '    parent = os.getppid()',
     '    while True:',
-    '        pass',
+    '        for _ in range(100):',
+    '            step()',
+    '        if os.getppid() != parent:',
+    '            os._exit(0)',
+    'if os.fork() == 0:',
+    '    forever(lambda: None)',
     'sys.stdout.write("ready\\n"); sys.stdout.flush()',
     leader,
   ].join('\n');
@@ -84,7 +92,7 @@ async function meterGroup(source: string): Promise<{ seen: Starvation; leaderSha
 }
 
 test('a thread that yields beside a busy loop on its CPU (runnable at every look, with little CPU, but each turn soon given) is not taken for starved', { skip: !linux && 'needs /proc schedstat' }, async (t) => {
-  const { seen, leaderShare, leaderTurns } = await meterGroup(pinnedPair('while True:\n    os.sched_yield()'));
+  const { seen, leaderShare, leaderTurns } = await meterGroup(pinnedPair('forever(os.sched_yield)'));
   // Where the kernel gives a yielding thread a tenth of the CPU or more, the share rule alone passes it: nothing is tested here.
   if (leaderShare >= LOW_SHARE || leaderTurns === 0) return t.skip(`this kernel gave the yielding thread ${(leaderShare * 100).toFixed(0)}% of its CPU in ${leaderTurns} turns`);
   // Without LONG_TURN_WAIT_MS every look but the first counted whole: about LOOK_MS.
@@ -92,6 +100,6 @@ test('a thread that yields beside a busy loop on its CPU (runnable at every look
 });
 
 test('a thread of the lowest weight (SCHED_IDLE) that a busy loop keeps off its CPU is taken for starved', { skip: !linux && 'needs /proc schedstat' }, async () => {
-  const { seen, leaderShare } = await meterGroup(pinnedPair('os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile True:\n    pass'));
+  const { seen, leaderShare } = await meterGroup(pinnedPair('os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nforever(lambda: None)'));
   assert.ok(seen.serverWaitMs >= LOOK_MS / 2, `counted only ${Math.round(seen.serverWaitMs)} ms of wait for a thread kept to ${(leaderShare * 100).toFixed(1)}% of its CPU`);
 });
