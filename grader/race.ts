@@ -144,6 +144,12 @@ export interface StillWait {
   minMs: number;
   /** How long to wait at most past minMs, in ms. */
   boundMs: number;
+  /**
+   * When the wait ends at the latest, performance.now() ms, however much of minMs and
+   * boundMs is left (12's live claim, held no longer than its youth). A wait cut before
+   * minMs ran out says nothing of starvation: the caller judges what so short a hold saw.
+   */
+  endBy?: number;
   /** The Starved message when the bound ran out while the servers were starved. */
   starved: (seen: Starvation) => string;
 }
@@ -156,7 +162,7 @@ export interface StillWait {
  * written and at every look since (a timer's busy sweep, a background job: they handle none
  * of them). At least `minMs` from when the requests were written (StillWait.minMs), at most
  * `boundMs` past it; ends at once when `until` settles. Where /proc cannot tell, `minMs`
- * from when they were written. A bound run out on a
+ * from when they were written. Never past `endBy` when given. A bound run out on a
  * server that kept a thread busy (its own doing) just ends the wait.
  * @throws Starved with `starved(seen)` when the bound ran out while the machine kept the
  *   servers off a CPU (or the grader lagged: a second or more once the requests were
@@ -181,11 +187,12 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
     // Every timer is cleared once the wait ends (stop, in finally): a check leaves no timer behind.
     if (wait.written) {
       // Counted from the write only when it came: never written within the whole wait, the bound has run out.
-      const written = await Promise.race([wait.written.then(() => true), pause(wait.minMs + wait.boundMs).then(() => false)]);
+      const written = await Promise.race([wait.written.then(() => true), pause(Math.min(wait.minMs + wait.boundMs, (wait.endBy ?? Infinity) - start)).then(() => false)]);
       if (written) start = performance.now();
     }
-    const until = start + wait.minMs + wait.boundMs;
-    await pause(Math.max(0, start + wait.minMs - performance.now()));
+    const until = Math.min(start + wait.minMs + wait.boundMs, wait.endBy ?? Infinity);
+    const minUntil = Math.min(start + wait.minMs, until);
+    await pause(Math.max(0, minUntil - performance.now()));
     let still = 0;
     while (performance.now() < until) {
       if (ended) return;
@@ -199,10 +206,11 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
     }
     if (ended) return;
     const seen = meter.stop();
-    // A bound of nothing (the caller had no time left to wait) says nothing either way. Once
-    // the requests were written, a lag of the grader's only made the wait longer.
-    const starved = wait.written ? starvedWhileHeld(seen, wait.boundMs) : starvedFor(seen, wait.boundMs);
-    if (wait.boundMs > 0 && starved) throw new Starved(wait.starved(seen));
+    // A bound of nothing (the caller had no time left to wait, or endBy cut it) says nothing
+    // either way. Once the requests were written, a lag of the grader's only made the wait longer.
+    const boundMs = until - minUntil;
+    const starved = wait.written ? starvedWhileHeld(seen, boundMs) : starvedFor(seen, boundMs);
+    if (boundMs > 0 && starved) throw new Starved(wait.starved(seen));
   } finally {
     stop.abort();
     meter.stop();

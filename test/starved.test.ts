@@ -27,7 +27,7 @@ import { AT_ONCE_BOUND_MS } from '../steps/advanced/14-state.js';
 import { HELD_BOUND_MS } from '../steps/basic/05-race.js';
 import { LOCK_HOLD_MS, LOCK_STILL_BOUND_MS } from '../grader/race.js';
 import { BOUND_MS as LOCKSTEP_BOUND_MS } from '../grader/lockstep.js';
-import { LIVE_HOLD_MS, LIVE_LOCK_MARGIN_S, LIVE_STILL_BOUND_MS, LIVE_WINDOWS_MS } from '../steps/advanced/12-crash.js';
+import { LIVE_ANSWER_MARGIN_MS, LIVE_HOLD_MS, LIVE_LOCK_MARGIN_S, LIVE_STILL_BOUND_MS, LIVE_WINDOWS_MS } from '../steps/advanced/12-crash.js';
 import { IN_FLIGHT_HOLD_MS, IN_FLIGHT_STILL_BOUND_MS } from '../steps/basic/06-persist.js';
 import { gradedTtlS } from '../steps/advanced/11-expiry.js';
 import { saysReplayed } from '../steps/advanced/09-replayed.js';
@@ -509,6 +509,98 @@ test("06: a grader that lags before it writes the retry on another instance stil
   // Without the fix (the hold counted from before the lag): C had 1.1 s with the claim, took nothing over and passed.
   assert.equal(result.status, 'fail', result.message);
   assert.match(result.message, /A retry on another instance while the first request still charges: charge\(\) ran 2 times/);
+});
+
+/**
+ * Blocks the grader's event loop for `ms` ms between the start of 12's live-claim hold and
+ * the write of its two retries, on every try: each request told when it is written
+ * (sendPending's) to a live deployment (C and D, or E and F) goes a turn of the loop later,
+ * and the one to D or F only after that turn spent busy, as by a grader that lagged there.
+ * Returns a restore() that says how many times the lag was made.
+ */
+function lagBeforeLiveRetriesWritten(ms: number): () => number {
+  const original = LiveContext.prototype.paySimultaneously;
+  let made = 0;
+  LiveContext.prototype.paySimultaneously = function (this: LiveContext, servers, requests, timeouts, onWritten) {
+    const label = servers.length === 1 ? servers[0].label : '';
+    if (!onWritten || !['C', 'D', 'E', 'F'].includes(label)) return original.call(this, servers, requests, timeouts, onWritten);
+    // After the caller went on to its hold (setImmediate); the retry to C, deferred the same
+    // way just before, has only begun to connect when the loop is held busy.
+    return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      if (label === 'D' || label === 'F') {
+        made++;
+        const end = performance.now() + ms;
+        while (performance.now() < end);
+      }
+      return original.call(this, servers, requests, timeouts, onWritten);
+    });
+  };
+  return () => {
+    LiveContext.prototype.paySimultaneously = original;
+    return made;
+  };
+}
+
+/**
+ * The advanced reference, but a retry that finds a claim in flight takes it over once this
+ * process has watched it for WATCHED_S, however young the claim: a take-over by the
+ * retry's patience, not by the claim's age (IDEM_LOCK_S).
+ */
+const TAKES_OVER_WATCHED = (watchedS: number) => `
+import time as _wt
+_watched = {}
+def abandoned(row):
+    first = _watched.setdefault(row["created_at"], _wt.monotonic())
+    return _wt.monotonic() - first > ${watchedS}
+`;
+
+test("12: a grader that lags before it writes the live claim's retries still holds the owner's charge the whole hold after the write: a retry that takes a young claim over after watching it 0.6 s fails", async () => {
+  const watchedS = 0.6;
+  assert.ok(watchedS * 1000 + 300 < LIVE_HOLD_MS && watchedS * 1000 > LIVE_HOLD_MS - RETRY_WRITE_LAG_MS, 'taken over within a hold counted from the write, not within one counted from before the lag');
+  const restore = lagBeforeLiveRetriesWritten(RETRY_WRITE_LAG_MS);
+  let result: StepResult;
+  try {
+    result = await gradeServer(beforeMain(serverSource('advanced/reference'), TAKES_OVER_WATCHED(watchedS)), '12');
+  } finally {
+    assert.ok(restore() > 0, 'the lag was made before the live retries were written');
+  }
+  // Without the fix (the hold counted from before the lag): the retries had some 150 ms with the claim, took nothing over and passed.
+  assert.equal(result.status, 'fail', result.message);
+  assert.match(result.message, /While another server was charging:/);
+});
+
+/**
+ * Makes a live deployment's second server (D or F: started with IDEM_LOCK_S of 4 s or more,
+ * on a database with a claim in flight) start `lateS` late, so that the claim's youth runs
+ * out soon after the retries are written.
+ */
+const STARTS_LATE_BESIDE_CLAIM = (lateS: number) => `
+import os as _late_os, sqlite3 as _late_sqlite, time as _late_time
+def _start_late_beside_claim():
+    if float(_late_os.environ.get("IDEM_LOCK_S", "0")) < 4:
+        return
+    try:
+        conn = _late_sqlite.connect(_late_os.environ["IDEM_DB"], timeout=1)
+        in_flight = conn.execute("SELECT COUNT(*) FROM idem WHERE status IS NULL").fetchone()[0]
+        conn.close()
+    except Exception:
+        in_flight = 0
+    if in_flight:
+        _late_time.sleep(${lateS})
+_start_late_beside_claim()
+`;
+
+test("12: a pass whose live retries had less than the hold with the young claim (the second server started late) is inconclusive, not passed: a retry that takes the claim over after watching it 0.8 s had no time to", async () => {
+  const lateS = 4.8;
+  const watchedS = 0.8;
+  // F starts when the claim, charged under IDEM_LOCK_S of 6 s, is some 5 s old: the hold, cut at its youth, is shorter than watchedS.
+  assert.ok(LIVE_WINDOWS_MS[1] + LIVE_LOCK_MARGIN_S * 1000 - LIVE_ANSWER_MARGIN_MS - lateS * 1000 < watchedS * 1000 && watchedS * 1000 < LIVE_HOLD_MS);
+  const source = beforeMain(serverSource('advanced/reference'), TAKES_OVER_WATCHED(watchedS) + STARTS_LATE_BESIDE_CLAIM(lateS));
+  const result = await gradeServer(source, '12');
+  // Without the guard (a hold cut at the claim's youth judged as a whole one): passed.
+  assert.notEqual(result.status, 'pass', result.message);
+  assert.equal(result.inconclusive, true, result.message);
+  assert.match(result.message, /inconclusive: the (retries sent to E and F while the first request's charge was held had only \d+ ms with its claim|first request on E was answered only after)/);
 });
 
 /**

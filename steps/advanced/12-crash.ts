@@ -593,9 +593,10 @@ const liveEnv = (attempt: number) => ({ IDEM_LOCK_S: String(liveLockS(attempt)) 
  * and one ledger row, and a later retry on D replays it.
  * @returns how the retries were answered ('409', '201', or both), or undefined when the
  *   set-up did not hold (D came up after C had answered, or C answered after its claim had
- *   aged past IDEM_LOCK_S) and `judge` is false: then nothing was judged
+ *   aged past IDEM_LOCK_S, or the retries, unanswered, were held less than LIVE_HOLD_MS
+ *   before the claim's youth ran out) and `judge` is false: then nothing was judged
  * @throws CheckFailed naming what broke; Starved when the servers, starved, were not still
- *   within the hold's bound
+ *   within the hold's bound, or when a judged attempt passed with its retries held short
  */
 async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, started?: { c: ServerInstance; database: CheckDatabase }): Promise<string | undefined> {
   const window = LIVE_WINDOWS_MS[attempt];
@@ -611,57 +612,77 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
   const owner = await chargeUnderWay(ctx, c, req, 'moved', noChargeToCrash);
   let retries: Pending[] = [];
   let heldStarved: Starved | undefined;
+  // Set once both retries are written (writtenAt, performance.now() ms) and once both are answered.
+  let writtenAt: number | undefined;
+  let answered = false;
+  let heldMs = 0;
+  let answeredInHold = false;
   try {
     const d0 = await ctx.startServer({ database, env, label: second, priority: 2000 + window });
     d = d0;
     retries = [sendPending(ctx, c, req), sendPending(ctx, d0, req)];
+    const written = Promise.all(retries.map((r) => r.written)).then(() => {
+      writtenAt = performance.now();
+    });
+    const until = Promise.all(retries.map((r) => r.answer)).then(() => {
+      answered = true;
+    });
     // Held until both retries are answered, or both servers are still (each retry at its
-    // wait: a poll loop, a lock), at least LIVE_HOLD_MS: a hold let go on a timer before a
-    // starved server had looked at a retry saw nothing of what it does with a young claim.
+    // wait: a poll loop, a lock), at least LIVE_HOLD_MS from when both were written (a grader
+    // that lagged before it wrote them holds no less for it): a hold let go on a timer before
+    // a starved server had looked at a retry saw nothing of what it does with a young claim.
     // Never past the claim's youth (less LIVE_ANSWER_MARGIN_MS for the owner to answer): a
     // claim held older than IDEM_LOCK_S may be taken over, and judges nothing.
-    const youthLeftMs = owner.sentAt + lock * 1000 - LIVE_ANSWER_MARGIN_MS - performance.now();
-    const minMs = Math.max(0, Math.min(LIVE_HOLD_MS, youthLeftMs));
-    const boundMs = Math.max(0, Math.min(LIVE_STILL_BOUND_MS, youthLeftMs - minMs));
+    const youthEnd = owner.sentAt + lock * 1000 - LIVE_ANSWER_MARGIN_MS;
     try {
       await waitUntilStill(ctx, [c, d0], {
-        until: Promise.all(retries.map((r) => r.answer)),
-        minMs,
-        boundMs,
-        starved: (seen) => t('step.12.liveHeldStarved', { server: c.label, other: d0.label, s: ((minMs + boundMs) / 1000).toFixed(1), ...starvationFigures(seen) }),
+        written,
+        until,
+        minMs: LIVE_HOLD_MS,
+        boundMs: LIVE_STILL_BOUND_MS,
+        endBy: youthEnd,
+        starved: (seen) => t('step.12.liveHeldStarved', { server: c.label, other: d0.label, s: ((performance.now() - (writtenAt ?? owner.sentAt)) / 1000).toFixed(1), ...starvationFigures(seen) }),
       });
     } catch (err) {
       if (!(err instanceof Starved)) throw err;
       heldStarved = err;
     }
+    // What the hold gave the retries: how long they had with the claim, and whether they were answered in it.
+    heldMs = writtenAt === undefined ? 0 : performance.now() - writtenAt;
+    answeredInHold = answered;
   } finally {
     owner.hold.release();
   }
   const answer = await owner.answer;
   const answers = await Promise.all(retries.map((r) => r.answer));
+  // The claim's youth ran out before the retries, unanswered, had LIVE_HOLD_MS with it (D
+  // started late, or the grader lagged before it wrote them): a retry that takes over a
+  // young claim only after waiting on it a while may not have had that while.
+  const heldShort = retries.length > 0 && !answeredInHold && heldMs < LIVE_HOLD_MS;
   const young = owner.doneAt !== undefined && owner.doneAt - owner.sentAt < lock * 1000;
   // The retries were not all seen at their wait while the claim was held, the servers starved:
   // the second attempt (judge) says so; the first gives way to it, as when the claim aged.
   if (heldStarved && judge) throw heldStarved;
-  if (!judge && (retries.length === 0 || !young || heldStarved)) {
+  if (!judge && (retries.length === 0 || !young || heldStarved || heldShort)) {
     // Given up on without a verdict: its payment (charged once or twice, on rows of its own
     // body) is no evidence either way, so the final audit leaves it out.
     ctx.leaveOut([req.body]);
     await Promise.all([ctx.stopServer(c), ctx.stopServer(d)]);
     return undefined;
   }
-  if (!young) {
-    // The claim outlived IDEM_LOCK_S before its owner answered (the machine kept the grader
-    // or the servers off a CPU while D started): a take-over was then the server's right, so
-    // what follows can fail only as inconclusive, never as the learner's fail.
-    try {
-      return await judgeLiveClaim(ctx, req, c, d, lock, answer, answers);
-    } catch (err) {
-      if (!(err instanceof CheckFailed)) throw err;
-      throw new Starved(t('step.12.liveAged', { server: c.label, other: d.label, lock, seconds: (((owner.doneAt ?? performance.now()) - owner.sentAt) / 1000).toFixed(1) }));
-    }
+  let verdict: string;
+  try {
+    verdict = await judgeLiveClaim(ctx, req, c, d, lock, answer, answers);
+  } catch (err) {
+    // Unless the claim outlived IDEM_LOCK_S before its owner answered (the machine kept the
+    // grader or the servers off a CPU while D started): a take-over was then the server's
+    // right, so what it shows can fail only as inconclusive, never as the learner's fail.
+    if (young || !(err instanceof CheckFailed)) throw err;
+    throw new Starved(t('step.12.liveAged', { server: c.label, other: d.label, lock, seconds: (((owner.doneAt ?? performance.now()) - owner.sentAt) / 1000).toFixed(1) }));
   }
-  return judgeLiveClaim(ctx, req, c, d, lock, answer, answers);
+  // A failure seen in a short hold is evidence still (the claim was young throughout); a pass is not.
+  if (heldShort) throw new Starved(t('step.12.liveHeldShort', { server: c.label, other: d.label, ms: Math.round(heldMs), hold: LIVE_HOLD_MS, lock }));
+  return verdict;
 }
 
 /**
