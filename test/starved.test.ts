@@ -29,7 +29,7 @@ import { LOCK_HOLD_MS, LOCK_STILL_BOUND_MS } from '../grader/race.js';
 import { BOUND_MS as LOCKSTEP_BOUND_MS } from '../grader/lockstep.js';
 import { LIVE_ANSWER_MARGIN_MS, LIVE_HOLD_MS, LIVE_LOCK_MARGIN_S, LIVE_STILL_BOUND_MS, LIVE_WINDOWS_MS } from '../steps/advanced/12-crash.js';
 import { IN_FLIGHT_HOLD_MS, IN_FLIGHT_STILL_BOUND_MS } from '../steps/basic/06-persist.js';
-import { gradedTtlS } from '../steps/advanced/11-expiry.js';
+import { gradedTtlS, PAY_AT_MS } from '../steps/advanced/11-expiry.js';
 import { saysReplayed } from '../steps/advanced/09-replayed.js';
 import type { StepResult } from '../grader/types.js';
 import { busyLoopSource, serversUnder, tempDir } from './support.js';
@@ -432,6 +432,31 @@ test("11: a TTL that slides from the last replay is not passed when the grader's
   assert.notEqual(result.status, 'pass', result.message);
   assert.equal(result.inconclusive, true, result.message);
   assert.match(result.message, /the first request after the record expired went out \d+ ms after the replay within the TTL of \d+ s/);
+});
+
+/**
+ * A server that handles a payment arriving in the second half of a second only once the
+ * next whole second has begun (a slow hop before it, say): its charged_at always falls in
+ * the next second, as on a machine too busy for 11's payment sent PAY_AT_MS into a second.
+ */
+const HANDLED_NEXT_SECOND = `
+import time as _ns_time
+_ns_handle_pay = handle_pay
+def handle_pay(key, payload):
+    now = _ns_time.time()
+    if now % 1 >= 0.5:
+        _ns_time.sleep(1.05 - now % 1)
+    return _ns_handle_pay(key, payload)
+`;
+
+test("11: a clock of whole seconds is not passed when every payment sent late in a second was charged only in the next one (the replay across a whole second never sent): inconclusive", async () => {
+  assert.ok(PAY_AT_MS >= 500, 'the step pays in the second half of a second, where this server waits for the next one');
+  // Without the guard this wrong server passed: its record, made just past a whole second, is
+  // no older on its clock of whole seconds than on an exact one when the retry comes.
+  const result = await gradeServer(beforeMain(serverSource('advanced/adv5-expiry-whole-seconds'), HANDLED_NEXT_SECOND), '11');
+  assert.notEqual(result.status, 'pass', result.message);
+  assert.equal(result.inconclusive, true, result.message);
+  assert.match(result.message, /payments sent \d+ ms into a second were each charged only in the next second/);
 });
 
 /** The advanced reference's take-over of an abandoned claim, made to starve its thread for ever first (alone in the 1 ms a second cgroup). */
