@@ -98,10 +98,10 @@ type Payment = PayRequest & { key: string; body: { user: string; amount: number 
  * The crash: a server pays and is killed (SIGKILL) while the grader holds its charge at the
  * provider's gate at `point`: before the money moved, or once it moved and before charge()
  * returned. The killed request must get no answer.
- * @returns the payment, the killed request's exchange, when it was sent and when its charge reached the gate
+ * @returns the payment, the killed request's exchange and when its charge reached the gate
  * @throws CheckFailed when the charge never began or the request was answered anyway
  */
-async function crashAt(ctx: LiveContext, a: ServerInstance, point: CrashPoint): Promise<Crash> {
+async function crashAt(ctx: LiveContext, a: ServerInstance, point: CrashPoint): Promise<{ req: Payment; lost: Exchange; chargedAt: number }> {
   const data = ctx.data.fork(`crash-${point}`);
   const req = { key: data.key(), body: data.payment() };
   const inFlight = await chargeUnderWay(ctx, a, req, point === 'before' ? 'start' : 'moved', noChargeToCrash);
@@ -113,7 +113,7 @@ async function crashAt(ctx: LiveContext, a: ServerInstance, point: CrashPoint): 
       exchanges: [lost],
     });
   }
-  return { req, lost, chargedAt: inFlight.chargedAt, sentAt: inFlight.sentAt };
+  return { req, lost, chargedAt: inFlight.chargedAt };
 }
 
 /** Whether a database statement's text inserts into the contract's ledger table (after leading blanks and comments). */
@@ -150,8 +150,6 @@ interface Crash {
   req: Payment;
   lost: Exchange;
   chargedAt: number;
-  /** When the lost request was sent, performance.now() ms: its claim was made later, so is no older than this says. */
-  sentAt: number;
   /** How the server's writes after charge() were held while it was killed (crashReturned): at the database's gate (default), by the grader's write lock, or not at all (crashLocked could not take the lock). */
   heldBy?: 'gate' | 'lock' | 'none';
 }
@@ -244,7 +242,7 @@ async function crashLocked(ctx: LiveContext, j: ServerInstance, req: Payment): P
   } finally {
     unlock?.();
   }
-  return { req, lost: await inFlight.answer, chargedAt: inFlight.chargedAt, sentAt: inFlight.sentAt, heldBy: unlock !== undefined ? 'lock' : 'none' };
+  return { req, lost: await inFlight.answer, chargedAt: inFlight.chargedAt, heldBy: unlock !== undefined ? 'lock' : 'none' };
 }
 
 /**
@@ -327,7 +325,7 @@ async function crashReturned(ctx: LiveContext, j: ServerInstance): Promise<Crash
   } finally {
     statements.release();
   }
-  return { req, lost: await inFlight.answer, chargedAt: inFlight.chargedAt, sentAt: inFlight.sentAt };
+  return { req, lost: await inFlight.answer, chargedAt: inFlight.chargedAt };
 }
 
 /**
@@ -386,10 +384,6 @@ async function retryWhileInFlight(ctx: LiveContext, server: ServerInstance, req:
  *   answered 5.9 s after the claim, IDEM_LOCK_S 2). A server that waits in a poll loop
  *   decides out of the grader's sight; judging it causally needs its polls' statements at
  *   the database's gate.
- * - a take-over decided (LATE_TAKEOVER) times IDEM_LOCK_S or more after the lost request was
- *   sent (`lostSentAt`) proves nothing: the claim, made at some point after that, may have
- *   been that old already, and a server that waits so long would have done the same; the
- *   step is then inconclusive.
  * @throws CheckFailed naming the late try; Inconclusive when the machine was too busy to tell
  */
 async function judgeTakeover(
@@ -397,7 +391,6 @@ async function judgeTakeover(
   sentAt: number[],
   answeredAt: number[],
   chargedAt: number,
-  lostSentAt: number,
   lag: { worstMs(): number },
   starved: { waitedMs(): number },
   lost: Exchange,
@@ -417,18 +410,7 @@ async function judgeTakeover(
   const decidedAt = (i: number) => (takeoverAt !== undefined && takeoverAt >= sentAt[i] && takeoverAt <= answeredAt[i] ? takeoverAt : answeredAt[i]);
   const waitedMs = (i: number) => decidedAt(i) - Math.max(sentAt[i], chargedAt + lockMs);
   const waited = tries.findIndex((_, i) => waitedMs(i) >= (LATE_TAKEOVER - 1) * lockMs);
-  if (waited < 0) {
-    // A pass needs a take-over a late server would not have made: decided while the claim
-    // was surely younger than LATE_TAKEOVER times IDEM_LOCK_S, its age counted from when the
-    // lost request was sent (the claim was made later). A claim whose making took long (its
-    // commit waited on a busy disk) may have been that old at the first try already.
-    const taken = tries.length - 1;
-    const decidedMs = decidedAt(taken) - lostSentAt;
-    if (decidedMs >= LATE_TAKEOVER * lockMs) {
-      throw new Starved(t('step.12.takeoverUnproven', { s: (decidedMs / 1000).toFixed(1), gap: ((chargedAt - lostSentAt) / 1000).toFixed(1), late: LATE_TAKEOVER * CRASH_LOCK_S, lock: CRASH_LOCK_S }));
-    }
-    return;
-  }
+  if (waited < 0) return;
   const machine = starvedVerdict(lag, starved, STARVED_QUEUE_MS);
   if (machine) throw machine;
   const own = await yardstick();
@@ -450,7 +432,7 @@ export const STARVED_QUEUE_MS = 250;
  *   ran out while the machine starved the server or the grader (starvedRetries)
  */
 async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point: CrashPoint): Promise<{ tries: number; ms: number }> {
-  const { req, lost, chargedAt, sentAt: lostSentAt } = crash;
+  const { req, lost, chargedAt } = crash;
   // Answered 201 before it was killed (crashReturned): the answer promised a payment, so its ledger row must be there.
   if (lost.status === 201 && !ctx.ledger(b).some((row) => row.idempotency_key === req.key)) {
     throw new CheckFailed(
@@ -502,7 +484,7 @@ async function recover(ctx: LiveContext, b: ServerInstance, crash: Crash, point:
     await ctx.pay(b, { key: data.key(), body: data.payment() });
     return performance.now() - sent;
   };
-  await judgeTakeover(tries, sentAt, answeredAt, chargedAt, lostSentAt, lag, starved, lost, last, takeoverAt, yardstick);
+  await judgeTakeover(tries, sentAt, answeredAt, chargedAt, lag, starved, lost, last, takeoverAt, yardstick);
   const why = t(point === 'before' ? 'step.12.onceBefore.why' : point === 'returned' ? 'step.12.onceReturned.why' : 'step.12.once.why');
   if (point === 'before' && ctx.chargesFor(req.body, b).length === 0) {
     throw new CheckFailed(t('step.12.takeoverUnpaid', { server: b.label }), why, { exchanges: [lost, last] });
