@@ -187,7 +187,7 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
     // Every timer is cleared once the wait ends (stop, in finally): a check leaves no timer behind.
     if (wait.written) {
       // Counted from the write only when it came: never written within the whole wait, the bound has run out.
-      const written = await Promise.race([wait.written.then(() => true), pause(Math.min(wait.minMs + wait.boundMs, (wait.endBy ?? Infinity) - start)).then(() => false)]);
+      const written = await Promise.race([wait.written.then(() => true), pause(Math.max(0, Math.min(wait.minMs + wait.boundMs, (wait.endBy ?? Infinity) - start))).then(() => false)]);
       if (written) start = performance.now();
     }
     const until = Math.min(start + wait.minMs + wait.boundMs, wait.endBy ?? Infinity);

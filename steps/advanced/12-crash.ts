@@ -65,7 +65,7 @@ export const MAX_TRIES = 60;
  * IDEM_LOCK_S); its verdict stands.
  */
 export const LIVE_WINDOWS_MS = [2000, 4000] as const;
-/** How long the live claim's charge stays held at least once the retries are sent, in ms, unless they are all answered first: long enough for each to look at the claim (and take it over, if it would). */
+/** How long the live claim's charge stays held at least from when both retries were written, in ms, unless they are all answered first, and never past the claim's youth (liveClaim): long enough for each to look at the claim (and take it over, if it would). */
 export const LIVE_HOLD_MS = 1000;
 /**
  * How much longer than LIVE_HOLD_MS the live claim's charge stays held at most while a
@@ -588,7 +588,8 @@ const liveEnv = (attempt: number) => ({ IDEM_LOCK_S: String(liveLockS(attempt)) 
  * server D starts on the same database (a pod restarted while
  * another one is charging: a server that clears every claim in flight at start-up clears
  * C's), and one retry goes to C and one to D at once; the charge is let go once both are
- * answered or both servers are still (waitUntilStill, at least LIVE_HOLD_MS). The first
+ * answered or both servers are still (waitUntilStill, at least LIVE_HOLD_MS from their
+ * write, never past the claim's youth: a hold cut there is no evidence of a pass). The first
  * request must be answered 201, each retry with that same payment or 409, with one charge
  * and one ledger row, and a later retry on D replays it.
  * @returns how the retries were answered ('409', '201', or both), or undefined when the
