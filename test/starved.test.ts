@@ -479,21 +479,24 @@ test("12: when the take-over of a crashed request's claim is kept off the CPU (i
 });
 
 /**
- * Blocks the grader's event loop for `ms` ms between the start of 06's hold on another
- * instance and the write of its retry, on every try: each request sent alone to C and told
- * when it is written (sendPending's) goes only after a turn of the loop spent busy, as by a
+ * Blocks the grader's event loop for `ms` ms before requests told when they are written
+ * (sendPending's, one server each) go out: each such request to a server labelled in
+ * `deferred` goes a turn of the loop later (setImmediate: after its caller went on to its
+ * hold), and one to a server labelled in `lagged` only after that turn spent busy, as by a
  * grader that lagged there. Returns a restore() that says how many times the lag was made.
  */
-function lagBeforeRetryWritten(ms: number): () => number {
+function lagBeforeWritten(ms: number, deferred: string[], lagged: string[]): () => number {
   const original = LiveContext.prototype.paySimultaneously;
   let made = 0;
   LiveContext.prototype.paySimultaneously = function (this: LiveContext, servers, requests, timeouts, onWritten) {
-    if (!onWritten || servers.length !== 1 || servers[0].label !== 'C') return original.call(this, servers, requests, timeouts, onWritten);
-    made++;
-    // After the caller went on to its hold (setImmediate), the loop is held busy, then the request goes.
+    const label = servers.length === 1 ? servers[0].label : '';
+    if (!onWritten || !deferred.includes(label)) return original.call(this, servers, requests, timeouts, onWritten);
     return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-      const end = performance.now() + ms;
-      while (performance.now() < end);
+      if (lagged.includes(label)) {
+        made++;
+        const end = performance.now() + ms;
+        while (performance.now() < end);
+      }
       return original.call(this, servers, requests, timeouts, onWritten);
     });
   };
@@ -502,6 +505,9 @@ function lagBeforeRetryWritten(ms: number): () => number {
     return made;
   };
 }
+
+/** 06's lag: between the start of its hold on another instance and the write of its retry to C, on every try. */
+const lagBeforeRetryWritten = (ms: number) => lagBeforeWritten(ms, ['C'], ['C']);
 
 /** A lag of the grader's loop past the pass guard's quarter of the hold (starvedFor's), short of STARVED_LAG_MS. */
 const RETRY_WRITE_LAG_MS = 900;
@@ -537,34 +543,11 @@ test("06: a grader that lags before it writes the retry on another instance stil
 });
 
 /**
- * Blocks the grader's event loop for `ms` ms between the start of 12's live-claim hold and
- * the write of its two retries, on every try: each request told when it is written
- * (sendPending's) to a live deployment (C and D, or E and F) goes a turn of the loop later,
- * and the one to D or F only after that turn spent busy, as by a grader that lagged there.
- * Returns a restore() that says how many times the lag was made.
+ * 12's lag: between the start of its live-claim hold and the write of its two retries, on
+ * every try. The retry to C (or E) goes a turn later, and has only begun to connect when the
+ * loop is held busy before the one to D (or F).
  */
-function lagBeforeLiveRetriesWritten(ms: number): () => number {
-  const original = LiveContext.prototype.paySimultaneously;
-  let made = 0;
-  LiveContext.prototype.paySimultaneously = function (this: LiveContext, servers, requests, timeouts, onWritten) {
-    const label = servers.length === 1 ? servers[0].label : '';
-    if (!onWritten || !['C', 'D', 'E', 'F'].includes(label)) return original.call(this, servers, requests, timeouts, onWritten);
-    // After the caller went on to its hold (setImmediate); the retry to C, deferred the same
-    // way just before, has only begun to connect when the loop is held busy.
-    return new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-      if (label === 'D' || label === 'F') {
-        made++;
-        const end = performance.now() + ms;
-        while (performance.now() < end);
-      }
-      return original.call(this, servers, requests, timeouts, onWritten);
-    });
-  };
-  return () => {
-    LiveContext.prototype.paySimultaneously = original;
-    return made;
-  };
-}
+const lagBeforeLiveRetriesWritten = (ms: number) => lagBeforeWritten(ms, ['C', 'D', 'E', 'F'], ['D', 'F']);
 
 /**
  * The advanced reference, but a retry that finds a claim in flight takes it over once this
