@@ -185,12 +185,14 @@ export async function waitUntilStill(ctx: LiveContext, servers: ServerInstance[]
   const pause = (ms: number) => delay(ms, undefined, { signal: stop.signal }).catch(() => undefined);
   try {
     // Every timer is cleared once the wait ends (stop, in finally): a check leaves no timer behind.
+    // When a wait counted from `from` ends at the latest: its bound, or endBy.
+    const endFrom = (from: number) => Math.min(from + wait.minMs + wait.boundMs, wait.endBy ?? Infinity);
     if (wait.written) {
       // Counted from the write only when it came: never written within the whole wait, the bound has run out.
-      const written = await Promise.race([wait.written.then(() => true), pause(Math.max(0, Math.min(wait.minMs + wait.boundMs, (wait.endBy ?? Infinity) - start))).then(() => false)]);
+      const written = await Promise.race([wait.written.then(() => true), pause(Math.max(0, endFrom(start) - start)).then(() => false)]);
       if (written) start = performance.now();
     }
-    const until = Math.min(start + wait.minMs + wait.boundMs, wait.endBy ?? Infinity);
+    const until = endFrom(start);
     const minUntil = Math.min(start + wait.minMs, until);
     await pause(Math.max(0, minUntil - performance.now()));
     let still = 0;

@@ -549,18 +549,13 @@ test("06: a grader that lags before it writes the retry on another instance stil
  */
 const lagBeforeLiveRetriesWritten = (ms: number) => lagBeforeWritten(ms, ['C', 'D', 'E', 'F'], ['D', 'F']);
 
-/**
- * The advanced reference, but a retry that finds a claim in flight takes it over once this
- * process has watched it for WATCHED_S, however young the claim: a take-over by the
- * retry's patience, not by the claim's age (IDEM_LOCK_S).
- */
-const TAKES_OVER_WATCHED = (watchedS: number) => `
-import time as _wt
-_watched = {}
-def abandoned(row):
-    first = _watched.setdefault(row["created_at"], _wt.monotonic())
-    return _wt.monotonic() - first > ${watchedS}
-`;
+
+/** adv10-crash-takeover-after-watching (a retry takes a young claim over once it has watched it a while), watching `watchedS`. */
+function watchingSource(watchedS: number): string {
+  const source = serverSource('advanced/adv10-crash-takeover-after-watching');
+  assert.ok(source.includes('WATCHED_S = 0.6'));
+  return source.replace('WATCHED_S = 0.6', `WATCHED_S = ${watchedS}`);
+}
 
 test("12: a grader that lags before it writes the live claim's retries still holds the owner's charge the whole hold after the write: a retry that takes a young claim over after watching it 0.6 s fails", async () => {
   const watchedS = 0.6;
@@ -568,7 +563,7 @@ test("12: a grader that lags before it writes the live claim's retries still hol
   const restore = lagBeforeLiveRetriesWritten(RETRY_WRITE_LAG_MS);
   let result: StepResult;
   try {
-    result = await gradeServer(beforeMain(serverSource('advanced/reference'), TAKES_OVER_WATCHED(watchedS)), '12');
+    result = await gradeServer(watchingSource(watchedS), '12');
   } finally {
     assert.ok(restore() > 0, 'the lag was made before the live retries were written');
   }
@@ -603,7 +598,7 @@ test("12: a pass whose live retries had less than the hold with the young claim 
   const watchedS = 0.8;
   // F starts when the claim, charged under IDEM_LOCK_S of 6 s, is some 5 s old: the hold, cut at its youth, is shorter than watchedS.
   assert.ok(LIVE_WINDOWS_MS[1] + LIVE_LOCK_MARGIN_S * 1000 - LIVE_ANSWER_MARGIN_MS - lateS * 1000 < watchedS * 1000 && watchedS * 1000 < LIVE_HOLD_MS);
-  const source = beforeMain(serverSource('advanced/reference'), TAKES_OVER_WATCHED(watchedS) + STARTS_LATE_BESIDE_CLAIM(lateS));
+  const source = beforeMain(watchingSource(watchedS), STARTS_LATE_BESIDE_CLAIM(lateS));
   const result = await gradeServer(source, '12');
   // Without the guard (a hold cut at the claim's youth judged as a whole one): passed.
   assert.notEqual(result.status, 'pass', result.message);

@@ -616,8 +616,12 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
   // Set once both retries are written (writtenAt, performance.now() ms) and once both are answered.
   let writtenAt: number | undefined;
   let answered = false;
+  // How long the retries had with the claim when it was let go (ms), and whether that was
+  // short: unanswered, less than LIVE_HOLD_MS (the claim's youth ran out first: D started
+  // late, or the grader lagged before it wrote them), so that a retry that takes over a young
+  // claim only after waiting on it a while may not have had that while.
   let heldMs = 0;
-  let answeredInHold = false;
+  let heldShort = false;
   try {
     const d0 = await ctx.startServer({ database, env, label: second, priority: 2000 + window });
     d = d0;
@@ -648,18 +652,13 @@ async function liveClaim(ctx: LiveContext, attempt: number, judge: boolean, star
       if (!(err instanceof Starved)) throw err;
       heldStarved = err;
     }
-    // What the hold gave the retries: how long they had with the claim, and whether they were answered in it.
     heldMs = writtenAt === undefined ? 0 : performance.now() - writtenAt;
-    answeredInHold = answered;
+    heldShort = !answered && heldMs < LIVE_HOLD_MS;
   } finally {
     owner.hold.release();
   }
   const answer = await owner.answer;
   const answers = await Promise.all(retries.map((r) => r.answer));
-  // The claim's youth ran out before the retries, unanswered, had LIVE_HOLD_MS with it (D
-  // started late, or the grader lagged before it wrote them): a retry that takes over a
-  // young claim only after waiting on it a while may not have had that while.
-  const heldShort = retries.length > 0 && !answeredInHold && heldMs < LIVE_HOLD_MS;
   const young = owner.doneAt !== undefined && owner.doneAt - owner.sentAt < lock * 1000;
   // The retries were not all seen at their wait while the claim was held, the servers starved:
   // the second attempt (judge) says so; the first gives way to it, as when the claim aged.
